@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Shared by recipe.yaml (rattler-build) and meta.yaml (conda-build).
+set -euxo pipefail
+
+# The CUDA toolkit of the build environment (cuda-nvcc), never a system one.
+export CUDA_HOME="${BUILD_PREFIX}"
+export CAUSAL_CONV1D_FORCE_BUILD=TRUE
+# TORCH_CUDA_ARCH_LIST comes from the variant (cuda_arch_list); patch 0002 makes setup.py obey it.
+: "${TORCH_CUDA_ARCH_LIST:?set by the recipe from the variant key cuda_arch_list}"
+
+# Parallelism from what this machine has: one nvcc process peaks near 2 GB per thread (measured:
+# 3.4 GB for two sm_90 jobs), and ninja runs MAX_JOBS of them; there are only 4 sources.
+cpus="${CPU_COUNT:-$(nproc)}"
+mem_gb=$(awk '/MemAvailable/ { print int($2 / 1048576) }' /proc/meminfo)
+slots=$(( mem_gb * 3 / 4 / 2 ))
+(( slots >= 1 )) || slots=1
+jobs=$(( cpus < slots ? cpus : slots ))
+(( jobs <= 4 )) || jobs=4
+threads=$(( cpus / jobs < slots / jobs ? cpus / jobs : slots / jobs ))
+(( threads >= 1 )) || threads=1
+export MAX_JOBS="${MAX_JOBS:-${jobs}}"
+export NVCC_THREADS="${NVCC_THREADS:-${threads}}"
+echo "building with MAX_JOBS=${MAX_JOBS} NVCC_THREADS=${NVCC_THREADS} (${cpus} CPUs, ${mem_gb} GB available)"
+
+"${PYTHON}" -m pip install . -vv --no-deps --no-build-isolation --no-index
