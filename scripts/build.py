@@ -1,0 +1,245 @@
+"""Build the causal-conv1d conda packages, one per variant, into a local channel.
+
+    python scripts/build.py plan [selectors]     # the matrix, rendered, nothing built
+    python scripts/build.py [build] [selectors]  # build the selected variants
+
+Selectors: --cuda (a file in variants/), --python and --torch (any X.Y: values outside the
+variant files are overrides), --arch (all = the variant file's list, native = the GPUs here, or
+"8.0;9.0+PTX"). Drives rattler-build through its Python API.
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import yaml
+
+from scripts.channel import index_channel
+from scripts.common import (
+    DEFAULT_CHANNEL,
+    REPO_ROOT,
+    PipelineError,
+    UsageError,
+    format_table,
+    human_duration,
+    human_size,
+    run_cli,
+)
+from scripts.gpu import compute_capabilities_from_driver
+from scripts.variants import PlannedVariant, Selection, plan
+
+STANDIN_OVERRIDES = "standin-variants.yaml"
+CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
+
+
+def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
+    """--cuda/--python/--torch/--arch, shared by every CLI that selects variants."""
+    parser.add_argument("--cuda", help="CUDA version of a file in variants/ (e.g. 13.0)")
+    parser.add_argument("--python", help="Python X.Y (default: every one in variants/)")
+    parser.add_argument("--torch", help="pytorch minor X.Y (default: every one in variants/)")
+    parser.add_argument(
+        "--arch",
+        help='GPU architectures: all (the variant file\'s list, default), native, or "8.0;9.0+PTX"',
+    )
+
+
+def selection_from_args(args: argparse.Namespace) -> Selection:
+    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="build.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", nargs="?", default="build", choices=["build", "plan"])
+    add_selector_arguments(parser)
+    parser.add_argument(
+        "--channel",
+        action="append",
+        help=f"channel to solve from (repeatable; default {DEFAULT_CHANNEL}); file:// URLs and "
+        "local directories work",
+    )
+    parser.add_argument("--output-dir", default="output", help="output channel (default: output)")
+    parser.add_argument(
+        "--skip-existing", action="store_true", help="skip variants already in the output channel"
+    )
+    parser.add_argument(
+        "--test", choices=["native", "skip"], default="native",
+        help="run the recipe's test section after each build (default: native)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="stream the full build log")
+    return parser.parse_args(argv)
+
+
+def normalise_channel(channel: str) -> str:
+    """A channel name, an http(s)/file URL, or a local directory (turned into a file:// URL)."""
+    parsed = urlparse(channel)
+    if parsed.scheme in ("http", "https") and parsed.netloc:
+        return channel
+    if parsed.scheme == "file":
+        path = Path(url2pathname(parsed.path))
+        if not path.is_dir():
+            raise UsageError(f"channel {channel!r}: {path} is not a directory")
+        return channel
+    if Path(channel).is_dir():
+        return Path(channel).resolve().as_uri()
+    if not parsed.scheme and CHANNEL_NAME_RE.fullmatch(channel):
+        return channel
+    raise UsageError(
+        f"channel {channel!r} is not a channel name, an http(s):// or file:// URL, "
+        "or an existing directory"
+    )
+
+
+def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
+    """Variant keys that an offline stand-in channel says it must override (its real compilers)."""
+    overrides: dict[str, list[str]] = {}
+    for channel in channels:
+        if channel.startswith("file://"):
+            path = Path(url2pathname(urlparse(channel).path)) / STANDIN_OVERRIDES
+            if path.is_file():
+                data = yaml.safe_load(path.read_text()) or {}
+                overrides.update({k: [str(x) for x in v] for k, v in data.items()})
+    return overrides
+
+
+@dataclass
+class Outcome:
+    variant: PlannedVariant
+    result: str
+    seconds: float = 0.0
+    package: Path | None = None
+    error: str = ""
+
+
+class Progress:
+    """rattler-build progress callback: build steps always, the build log with --verbose."""
+
+    NINJA_STEP = re.compile(r"\[\d+/\d+\] ")
+
+    def __init__(self, label: str, verbose: bool) -> None:
+        self.label = label
+        self.verbose = verbose
+        self.start = time.monotonic()
+
+    def _print(self, message: str) -> None:
+        elapsed = human_duration(time.monotonic() - self.start)
+        print(f"  [{self.label} {elapsed}] {message}", flush=True)
+
+    def on_build_step(self, event) -> None:  # noqa: ANN001 (rattler_build event types)
+        self._print(event.message or event.step_name)
+
+    def on_log(self, event) -> None:  # noqa: ANN001
+        if self.verbose or event.level in ("warn", "error") or self.NINJA_STEP.search(event.message):
+            self._print(event.message.rstrip())
+
+    def on_download_start(self, event) -> None:  # noqa: ANN001
+        if self.verbose:
+            self._print(f"downloading {event.url}")
+
+    def on_download_progress(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def on_download_complete(self, event) -> None:  # noqa: ANN001
+        pass
+
+
+def print_plan(variants: Sequence[PlannedVariant]) -> None:
+    rows = [(v.cuda, v.python, v.torch, v.archs, v.build_string) for v in variants]
+    print(format_table(["CUDA", "Python", "torch", "archs", "build string"], rows))
+    print(f"{len(variants)} variant(s)")
+
+
+def build_one(
+    variant: PlannedVariant,
+    channels: list[str],
+    output_dir: Path,
+    args: argparse.Namespace,
+) -> Outcome:
+    from rattler_build import ToolConfiguration
+
+    tool_config = ToolConfiguration(
+        test_strategy=args.test,
+        skip_existing="local" if args.skip_existing else "none",
+    )
+    start = time.monotonic()
+    # Without a driver the solver sees no __cuda, and CUDA builds of pytorch need one.
+    overridden = "CONDA_OVERRIDE_CUDA" not in os.environ and not compute_capabilities_from_driver()
+    if overridden:
+        os.environ["CONDA_OVERRIDE_CUDA"] = variant.cuda
+    try:
+        results = variant.rendered.run_build(
+            tool_config=tool_config,
+            output_dir=str(output_dir),
+            channels=channels,
+            progress_callback=Progress(variant.label, args.verbose),
+        )
+    except Exception as exc:  # rattler_build raises its own error types; report and go on
+        message = str(exc).strip().splitlines()
+        return Outcome(variant, "failed", time.monotonic() - start, error=message[-1] if message else repr(exc))
+    finally:
+        if overridden:
+            del os.environ["CONDA_OVERRIDE_CUDA"]
+    packages = [Path(p) for r in results for p in r.packages]
+    if not packages:
+        existing = sorted(output_dir.glob(f"*/causal-conv1d-*-{variant.build_string}.conda"))
+        return Outcome(variant, "skipped", time.monotonic() - start, existing[0] if existing else None)
+    return Outcome(variant, "ok", time.monotonic() - start, packages[0])
+
+
+def print_summary(outcomes: Sequence[Outcome]) -> None:
+    rows = []
+    for o in outcomes:
+        size = human_size(o.package.stat().st_size) if o.package and o.package.exists() else "-"
+        where = os.path.relpath(o.package) if o.package else (o.error or "-")
+        rows.append((o.variant.label, o.result, human_duration(o.seconds), size, where))
+    print()
+    print(format_table(["variant", "result", "time", "size", "path"], rows))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
+    overrides = standin_overrides(channels)
+    if overrides:
+        print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
+    variants = plan(selection_from_args(args), overrides=overrides)
+    if args.command == "plan":
+        print_plan(variants)
+        return 0
+
+    output_dir = Path(args.output_dir).resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    print(f"building {len(variants)} variant(s) into {output_dir} from {', '.join(channels)}")
+    outcomes = []
+    for i, variant in enumerate(variants, 1):
+        print(f"[{i}/{len(variants)}] {variant.label} ({variant.build_string}, archs {variant.archs})", flush=True)
+        outcome = build_one(variant, channels, output_dir, args)
+        print(f"[{i}/{len(variants)}] {variant.label}: {outcome.result} in {human_duration(outcome.seconds)}", flush=True)
+        outcomes.append(outcome)
+    index_channel(output_dir)
+    print_summary(outcomes)
+    failed = [o for o in outcomes if o.result == "failed"]
+    if failed:
+        raise PipelineError(f"{len(failed)} of {len(outcomes)} variant(s) failed: "
+                            + ", ".join(o.variant.label for o in failed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

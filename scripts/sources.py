@@ -1,0 +1,74 @@
+"""The upstream sdist the recipe pins: downloaded once, checked against the recipe's sha256."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from scripts.common import RECIPE, RECIPE_DIR, PipelineError
+
+
+def cache_dir() -> Path:
+    """Where downloads and other expensive results live, outside any clone."""
+    root = os.environ.get("CAUSAL_CONV1D_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
+    return Path(root)
+
+
+def recipe_source() -> dict:
+    """The recipe's source entry, with ${{ version }} filled in from its context."""
+    recipe = yaml.safe_load(RECIPE.read_text())
+    source = dict(recipe["source"])
+    source["url"] = source["url"].replace("${{ version }}", str(recipe["context"]["version"]))
+    return source
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_sdist() -> Path:
+    """The pinned sdist in the cache; downloaded (atomically) and sha-checked when missing."""
+    source = recipe_source()
+    target = cache_dir() / "sources" / source["url"].rsplit("/", 1)[1]
+    if target.is_file() and sha256_of(target) == source["sha256"]:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
+        try:
+            with urllib.request.urlopen(source["url"], timeout=120) as response:
+                shutil.copyfileobj(response, tmp)
+        except OSError as exc:
+            os.unlink(tmp.name)
+            raise PipelineError(f"cannot download {source['url']}: {exc}") from exc
+    actual = sha256_of(Path(tmp.name))
+    if actual != source["sha256"]:
+        os.unlink(tmp.name)
+        raise PipelineError(f"sha256 of {source['url']} is {actual}, the recipe pins {source['sha256']}")
+    os.replace(tmp.name, target)
+    return target
+
+
+def unpack_patched(destination: Path, patches: bool = True) -> Path:
+    """Unpack the sdist into destination and apply the recipe's patches in order, like the build."""
+    with tarfile.open(fetch_sdist()) as tar:
+        tar.extractall(destination, filter="data")
+    (root,) = destination.iterdir()
+    if patches:
+        for patch in recipe_source()["patches"]:
+            subprocess.run(
+                ["patch", "-p1", "--batch", "--forward", "-i", str(RECIPE_DIR / patch)],
+                cwd=root, check=True, capture_output=True, text=True,
+            )
+    return root

@@ -1,0 +1,194 @@
+"""The variant matrix: read from variants/*.yaml (its only source), selected and rendered.
+
+Each variant file holds one CUDA version; a variant is one (CUDA, Python, pytorch minor) with
+the file's compilers and the architecture list. Rendering uses rattler-build's own renderer, so
+the build strings and hashes shown are the ones the build will produce.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scripts.common import RECIPE, VARIANTS_DIR, UsageError, one_of
+from scripts.gpu import detect_compute_capabilities
+
+PYTHON_RE = re.compile(r"3\.\d{1,2}")
+TORCH_RE = re.compile(r"\d+\.\d+")
+ARCH_RE = re.compile(r"(\d+\.\d+)(\+PTX)?")
+TARGET_PLATFORM = "linux-64"
+
+
+@dataclass(frozen=True)
+class VariantFile:
+    """One file of variants/: all variants of one CUDA version."""
+
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def cuda(self) -> str:
+        return str(self.data["cuda_compiler_version"][0])
+
+    @property
+    def pythons(self) -> list[str]:
+        return [str(v) for v in self.data["python"]]
+
+    @property
+    def torches(self) -> list[str]:
+        return [str(v) for v in self.data["pytorch"]]
+
+    @property
+    def arch_list(self) -> str:
+        return str(self.data["cuda_arch_list"][0])
+
+    @property
+    def arch_supported(self) -> list[str]:
+        return str(self.data["cuda_arch_supported"][0]).split(";")
+
+    @property
+    def display_path(self) -> str:
+        return f"variants/{self.path.name}"
+
+
+def load_variant_files(directory: Path = VARIANTS_DIR) -> list[VariantFile]:
+    files = [VariantFile(p, yaml.safe_load(p.read_text())) for p in sorted(directory.glob("*.yaml"))]
+    return sorted(files, key=lambda f: tuple(int(p) for p in f.cuda.split(".")))
+
+
+def parse_arch_list(
+    value: str,
+    vfile: VariantFile,
+    detect: Callable[[], list[str]] = detect_compute_capabilities,
+) -> str:
+    """Turn --arch (all, native, or "8.0;9.0+PTX") into a TORCH_CUDA_ARCH_LIST for one CUDA."""
+    if value == "all":
+        return vfile.arch_list
+    if value == "native":
+        caps = detect()
+        if not caps:
+            raise UsageError(
+                "--arch native found no GPU (no nvidia-smi output and torch sees no device); "
+                "name the architectures instead, e.g. --arch 9.0"
+            )
+        value = ";".join(caps)
+    entries = [e for e in re.split(r"[;,\s]+", value.strip()) if e]
+    if not entries:
+        raise UsageError("--arch is empty; accepted: all, native, or a list like '8.0;9.0+PTX'")
+    for entry in entries:
+        match = ARCH_RE.fullmatch(entry)
+        if match is None or match.group(1) not in vfile.arch_supported:
+            raise UsageError(
+                f"unknown architecture {entry!r} for CUDA {vfile.cuda}; accepted: all, native, or "
+                f"';'-separated from {', '.join(vfile.arch_supported)} (append +PTX for PTX)"
+            )
+    return ";".join(entries)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked for; None means every value the variant files list."""
+
+    cuda: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    arch: str | None = None
+
+
+@dataclass
+class PlannedVariant:
+    cuda: str
+    python: str
+    torch: str
+    archs: str
+    build_string: str
+    variant_file: VariantFile
+    config: dict[str, list[str]] = field(repr=False)
+    rendered: Any = field(repr=False, default=None)
+
+    @property
+    def label(self) -> str:
+        return f"cuda{self.cuda}-py{self.python}-torch{self.torch}"
+
+
+def _check_version(kind: str, value: str, pattern: re.Pattern[str], known: Sequence[str]) -> None:
+    if not pattern.fullmatch(value):
+        example = "3.12" if kind == "Python" else "2.13"
+        raise UsageError(
+            f"unknown {kind} version {value!r}; accepted: {', '.join(known)} "
+            f"(from variants/) or another X.Y like {example}"
+        )
+
+
+def select(
+    selection: Selection,
+    files: Sequence[VariantFile] | None = None,
+    detect: Callable[[], list[str]] = detect_compute_capabilities,
+    overrides: dict[str, list[str]] | None = None,
+) -> list[tuple[VariantFile, dict[str, list[str]]]]:
+    """Validate the selection and return, per variant file, its variant dict with overrides.
+
+    `overrides` replaces whole keys afterwards (an offline stand-in channel's real compilers).
+    """
+    files = list(files if files is not None else load_variant_files())
+    if selection.cuda is not None:
+        chosen = [f for f in files if f.cuda == selection.cuda]
+        if not chosen:
+            raise one_of("CUDA version", selection.cuda, [f.cuda for f in files])
+        files = chosen
+    all_pythons = sorted({p for f in files for p in f.pythons}, key=lambda v: int(v.split(".")[1]))
+    all_torches = sorted({t for f in files for t in f.torches})
+    if selection.python is not None:
+        _check_version("Python", selection.python, PYTHON_RE, all_pythons)
+    if selection.torch is not None:
+        _check_version("pytorch", selection.torch, TORCH_RE, all_torches)
+
+    configs = []
+    for vfile in files:
+        config = {k: [str(x) for x in v] for k, v in vfile.data.items() if k != "zip_keys"}
+        if selection.python is not None:
+            config["python"] = [selection.python]
+        if selection.torch is not None:
+            config["pytorch"] = [selection.torch]
+        if selection.arch is not None:
+            config["cuda_arch_list"] = [parse_arch_list(selection.arch, vfile, detect)]
+        config.update(overrides or {})
+        configs.append((vfile, config))
+    return configs
+
+
+def plan(
+    selection: Selection = Selection(),
+    files: Sequence[VariantFile] | None = None,
+    detect: Callable[[], list[str]] = detect_compute_capabilities,
+    recipe: Path = RECIPE,
+    overrides: dict[str, list[str]] | None = None,
+) -> list[PlannedVariant]:
+    """Every selected variant, rendered by rattler-build (offline: nothing is solved)."""
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
+
+    stage0 = Stage0Recipe.from_file(str(recipe))
+    render_config = RenderConfig(PlatformConfig(target_platform=TARGET_PLATFORM))
+    planned = []
+    for vfile, config in select(selection, files, detect, overrides):
+        variant_config = VariantConfig(config, vfile.data.get("zip_keys"))
+        for rendered in stage0.render(variant_config, render_config):
+            used = rendered.variant
+            planned.append(
+                PlannedVariant(
+                    cuda=used["cuda_compiler_version"],
+                    python=used["python"],
+                    torch=used["pytorch"],
+                    archs=used["cuda_arch_list"],
+                    build_string=rendered.recipe.build.string,
+                    variant_file=vfile,
+                    config={k: [v] for k, v in used.items() if k != "target_platform"},
+                    rendered=rendered,
+                )
+            )
+    return planned

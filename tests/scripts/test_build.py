@@ -1,0 +1,68 @@
+"""scripts/build.py: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
+
+import subprocess
+import sys
+
+import pytest
+
+from scripts import build
+from scripts.common import REPO_ROOT, UsageError
+from scripts.variants import plan
+
+
+def run_build_cli(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "build.py"), *args],
+                          cwd=cwd, capture_output=True, text=True)
+
+
+def test_plan_prints_the_whole_matrix():
+    result = run_build_cli("plan")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["CUDA", "Python", "torch", "archs", "build", "string"]
+    for variant in plan():
+        assert any(variant.build_string in line and variant.archs in line for line in lines)
+    assert lines[-1] == f"{len(plan())} variant(s)"
+
+
+def test_plan_with_selectors_and_overrides():
+    result = run_build_cli("plan", "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0")
+    assert result.returncode == 0, result.stderr
+    assert "cuda130_py311_torch214_h" in result.stdout and "1 variant(s)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cuda", "12.0"], "error: unknown CUDA version '12.0'; accepted: 12.9, 13.0"),
+        (["--python", "three"], "error: unknown Python version 'three'"),
+        (["--torch", "2"], "error: unknown pytorch version '2'"),
+        (["--cuda", "13.0", "--arch", "9.5"], "error: unknown architecture '9.5' for CUDA 13.0"),
+        (["--channel", "ftp://example.org/x"], "error: channel 'ftp://example.org/x' is not a channel name"),
+        (["--channel", "file:///no/such/dir"], "error: channel 'file:///no/such/dir': /no/such/dir is not a directory"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_built(tmp_path, args, message):
+    out = tmp_path / "out"
+    result = run_build_cli("--output-dir", str(out), *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(message), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_channel_forms(tmp_path):
+    assert build.normalise_channel("conda-forge") == "conda-forge"
+    assert build.normalise_channel("https://prefix.dev/my-channel") == "https://prefix.dev/my-channel"
+    assert build.normalise_channel(str(tmp_path)) == tmp_path.resolve().as_uri()
+    assert build.normalise_channel(tmp_path.as_uri()) == tmp_path.as_uri()
+    with pytest.raises(UsageError):
+        build.normalise_channel("not a channel")
+
+
+def test_standin_overrides_are_read_from_file_channels(tmp_path):
+    (tmp_path / build.STANDIN_OVERRIDES).write_text("c_compiler_version: ['12']\nc_stdlib_version: ['2.36']\n")
+    overrides = build.standin_overrides(["conda-forge", tmp_path.as_uri()])
+    assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
+    (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14"), overrides=overrides)
+    assert "gcc_linux-64 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]
