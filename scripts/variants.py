@@ -7,6 +7,7 @@ the build strings and hashes shown are the ones the build will produce.
 
 from __future__ import annotations
 
+import platform
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ from scripts.gpu import detect_compute_capabilities
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
 ARCH_RE = re.compile(r"(\d+\.\d+)(\+PTX)?")
-TARGET_PLATFORM = "linux-64"
+# The recipe builds natively on linux-64 and linux-aarch64 (conda-forge has CUDA pytorch for both).
+TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 
 
 @dataclass(frozen=True)

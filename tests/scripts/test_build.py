@@ -7,7 +7,7 @@ import pytest
 
 from scripts import build
 from scripts.common import REPO_ROOT, UsageError
-from scripts.variants import plan
+from scripts.variants import TARGET_PLATFORM, plan
 
 
 def run_build_cli(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
@@ -65,4 +65,4 @@ def test_standin_overrides_are_read_from_file_channels(tmp_path):
     overrides = build.standin_overrides(["conda-forge", tmp_path.as_uri()])
     assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
     (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14"), overrides=overrides)
-    assert "gcc_linux-64 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]
+    assert f"gcc_{TARGET_PLATFORM} 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from scripts.common import UsageError
-from scripts.variants import Selection, load_variant_files, parse_arch_list, plan, select
+from scripts.variants import TARGET_PLATFORM, Selection, load_variant_files, parse_arch_list, plan, select
 
 FILES = load_variant_files()
 ALL = plan()
@@ -52,11 +52,11 @@ def test_each_variant_renders_with_expected_pins(variant):
     recipe = variant.rendered.recipe.to_dict()
     req = recipe["requirements"]
     cuda_major, cuda_minor = variant.cuda.split(".")
-    assert f"cuda-nvcc_linux-64 {variant.cuda}.*" in req["build"]
+    assert f"cuda-nvcc_{TARGET_PLATFORM} {variant.cuda}.*" in req["build"]
     compiler_version = variant.variant_file.data["c_compiler_version"][0]
-    assert f"gcc_linux-64 {compiler_version}.*" in req["build"]
-    assert f"gxx_linux-64 {compiler_version}.*" in req["build"]
-    assert f"sysroot_linux-64 {variant.variant_file.data['c_stdlib_version'][0]}.*" in req["build"]
+    assert f"gcc_{TARGET_PLATFORM} {compiler_version}.*" in req["build"]
+    assert f"gxx_{TARGET_PLATFORM} {compiler_version}.*" in req["build"]
+    assert f"sysroot_{TARGET_PLATFORM} {variant.variant_file.data['c_stdlib_version'][0]}.*" in req["build"]
     assert f"cuda-version =={variant.cuda}" in req["host"]
     assert "cuda-cudart-dev" in req["host"]
     assert f"pytorch {variant.torch}.* cuda*" in req["host"]
