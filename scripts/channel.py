@@ -7,12 +7,12 @@ from pathlib import Path
 
 def index_channel(channel_dir: Path) -> None:
     """Write repodata.json for every subdir (noarch/ too: conda requires it to exist)."""
-    from rattler import Platform
+    from rattler import Subdir
     from rattler.index import index_fs
 
-    for subdir in (str(Platform.current()), "noarch"):
+    for subdir in (str(Subdir.current()), "noarch"):
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
-        asyncio.run(index_fs(channel_dir, target_platform=Platform(subdir)))
+        asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir)))
 
 
 def install_into_prefix(
@@ -31,7 +31,7 @@ def install_into_prefix(
         BuildString,
         GenericVirtualPackage,
         PackageName,
-        Platform,
+        Subdir,
         Version,
         VirtualPackage,
         install,
@@ -42,9 +42,8 @@ def install_into_prefix(
     virtual = [vp for vp in virtual if vp.name.normalized != "__cuda"]
     if cuda:
         virtual.append(GenericVirtualPackage(PackageName("__cuda"), Version(cuda), BuildString("0")))
-    platform = Platform.current()
     records = asyncio.run(solve(
-        sources=channels, specs=specs, platforms=[platform, Platform("noarch")],
+        sources=channels, specs=specs, platforms=[Subdir.current(), Subdir("noarch")],
         virtual_packages=virtual,
     ))
     asyncio.run(install(records, target_prefix=prefix, cache_dir=cache_dir, show_progress=False))
