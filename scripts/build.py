@@ -32,7 +32,6 @@ import yaml
 from scripts.channel import index_channel
 from scripts.common import (
     DEFAULT_CHANNEL,
-    REPO_ROOT,
     PipelineError,
     UsageError,
     format_table,
@@ -228,9 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"building {len(variants)} variant(s) into {output_dir} from {', '.join(channels)}")
     outcomes = []
     for i, variant in enumerate(variants, 1):
-        print(f"[{i}/{len(variants)}] {variant.label} ({variant.build_string}, archs {variant.archs})", flush=True)
+        step = f"[{i}/{len(variants)}] {variant.label}"
+        print(f"{step} ({variant.build_string}, archs {variant.archs})", flush=True)
         outcome = build_one(variant, channels, output_dir, args)
-        print(f"[{i}/{len(variants)}] {variant.label}: {outcome.result} in {human_duration(outcome.seconds)}", flush=True)
+        print(f"{step}: {outcome.result} in {human_duration(outcome.seconds)}", flush=True)
         outcomes.append(outcome)
     index_channel(output_dir)
     print_summary(outcomes)

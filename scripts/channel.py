@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+
 def index_channel(channel_dir: Path) -> None:
     """Write repodata.json for every subdir (noarch/ too: conda requires it to exist)."""
     from rattler import Subdir
