@@ -27,14 +27,22 @@ _CU_ATTR_CC_MINOR = 76
 # every 13.x on 580+) and the driver each toolkit release ships with (NVIDIA's release notes).
 MIN_DRIVER_FOR_MAJOR = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
 DRIVER_OF_TOOLKIT = {
-    "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03", "12.3": "545.23.06",
-    "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03", "12.8": "570.26",
-    "12.9": "575.51.03", "13.0": "580.65.06", "13.1": "590.44.01",
+    "12.0": "525.60.13",
+    "12.1": "530.30.02",
+    "12.2": "535.54.03",
+    "12.3": "545.23.06",
+    "12.4": "550.54.14",
+    "12.5": "555.42.02",
+    "12.6": "560.28.03",
+    "12.8": "570.26",
+    "12.9": "575.51.03",
+    "13.0": "580.65.06",
+    "13.1": "590.44.01",
 }
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    """"12.10" sorts after "12.9"; non-numeric parts count as 0."""
+    """ "12.10" sorts after "12.9"; non-numeric parts count as 0."""
     return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
@@ -93,7 +101,7 @@ def query_nvidia_smi(
             parts = [p.strip() for p in line.split(",")]
             if len(parts) != len(fields.split(",")):
                 continue
-            row = dict(zip(fields.split(","), parts))
+            row = dict(zip(fields.split(","), parts, strict=False))
             cap = row.get("compute_cap", "")
             info.gpus.append(
                 GpuInfo(
@@ -121,9 +129,9 @@ def _load_libcuda() -> Any | None:
     return None
 
 
-def query_libcuda(load: Callable[[], Any | None] = _load_libcuda) -> DriverInfo | None:
+def query_libcuda(load: Callable[[], Any | None] | None = None) -> DriverInfo | None:
     """CUDA version (cuDriverGetVersion, what conda's __cuda reports) and GPUs from libcuda."""
-    lib = load()
+    lib = (load or _load_libcuda)()
     if lib is None:
         return None
     info = DriverInfo(sources=["libcuda"])
@@ -147,9 +155,7 @@ def query_libcuda(load: Callable[[], Any | None] = _load_libcuda) -> DriverInfo 
             lib.cuDeviceGetAttribute(ctypes.byref(minor), _CU_ATTR_CC_MINOR, device)
             name = ctypes.create_string_buffer(256)
             lib.cuDeviceGetName(name, 256, device)
-            info.gpus.append(
-                GpuInfo(index, name.value.decode(errors="replace"), f"{major.value}.{minor.value}")
-            )
+            info.gpus.append(GpuInfo(index, name.value.decode(errors="replace"), f"{major.value}.{minor.value}"))
     except (AttributeError, OSError) as exc:
         info.errors.append(f"libcuda: {exc}")
     return info
@@ -165,13 +171,13 @@ def driver_version_from_proc(path: str = PROC_DRIVER_VERSION) -> str | None:
 
 
 def driver_info(
-    smi: Callable[[], DriverInfo | None] = query_nvidia_smi,
-    libcuda: Callable[[], DriverInfo | None] = query_libcuda,
-    proc: Callable[[], str | None] = driver_version_from_proc,
+    smi: Callable[[], DriverInfo | None] | None = None,
+    libcuda: Callable[[], DriverInfo | None] | None = None,
+    proc: Callable[[], str | None] | None = None,
 ) -> DriverInfo:
     """Everything known about the driver, nvidia-smi first, filled in from libcuda and /proc."""
     merged = DriverInfo()
-    for part in (smi(), libcuda()):
+    for part in ((smi or query_nvidia_smi)(), (libcuda or query_libcuda)()):
         if part is None:
             continue
         merged.version = merged.version or part.version
@@ -181,7 +187,7 @@ def driver_info(
         merged.sources += part.sources
         merged.errors += part.errors
     if merged.version is None:
-        merged.version = proc()
+        merged.version = (proc or driver_version_from_proc)()
         if merged.version is not None:
             merged.sources.append("/proc")
     return merged
@@ -219,7 +225,7 @@ def detect_compute_capabilities() -> list[str]:
 
 
 def parse_arch_entries(arch_list: str) -> list[tuple[str, bool]]:
-    """"8.0;9.0+PTX" -> [("8.0", False), ("9.0", True)]."""
+    """ "8.0;9.0+PTX" -> [("8.0", False), ("9.0", True)]."""
     entries = []
     for entry in re.split(r"[;,\s]+", arch_list.strip()):
         if not entry:
