@@ -1,0 +1,329 @@
+"""scripts/upload.py against real servers on loopback: Quetz (dev mode) and moto's S3 server.
+
+The tests start the servers themselves and stop them afterwards. Quetz lives in its own venv
+(its pins clash with ours); where it is missing the tests fail with the commands that install it,
+unless CC1D_ALLOW_SERVER_SKIP=1 says skipping is fine. Set CC1D_QUETZ to use another `quetz`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from scripts import upload
+from scripts.sources import cache_dir
+
+pytestmark = pytest.mark.servers
+
+QUETZ_VENV = cache_dir() / "quetz-venv"
+QUETZ_INSTALL = (
+    f"python3 -m venv {QUETZ_VENV} && {QUETZ_VENV}/bin/pip install quetz-server==0.10.4 fastapi==0.109.2 "
+    "starlette==0.36.3 sqlalchemy==2.0.25 pydantic==2.6.1 typer==0.9.0 click==8.1.7 uvicorn==0.27.1"
+)
+PROBE = "cc1d-upload-probe"
+
+
+def _missing(what: str, how: str) -> None:
+    message = f"{what} is not installed; install it with: {how}"
+    if os.environ.get("CC1D_ALLOW_SERVER_SKIP") == "1":
+        pytest.skip(message)
+    pytest.fail(message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"server did not answer {url} within {timeout_s}s:\n{log.read_text()[-3000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop the server we started: its own process group (quetz forks a job supervisor)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=15)
+
+
+def build_probe(recipe_dir: Path, output_dir: Path, version: str) -> Path:
+    """A tiny real package built by rattler-build: noarch, no dependencies, one file."""
+    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+
+    empty = recipe_dir / "empty-channel" / "noarch"
+    empty.mkdir(parents=True, exist_ok=True)
+    (empty / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
+    recipe = f"""
+package:
+  name: {PROBE}
+  version: "{version}"
+build:
+  number: 0
+  noarch: generic
+  script:
+    - mkdir -p $PREFIX/share/{PROBE}
+    - echo "probe {version}" > $PREFIX/share/{PROBE}/hello.txt
+about:
+  license: MIT
+  summary: upload round-trip probe of causal-conv1d-conda
+"""
+    stage0 = Stage0Recipe.from_yaml(recipe, recipe_dir=recipe_dir / f"recipe-{version}")
+    results = stage0.run_build(
+        VariantConfig(), ToolConfiguration(), output_dir=output_dir,
+        channels=[empty.parent.as_uri()], no_build_id=True,
+    )
+    return Path(results[0].packages[0])
+
+
+def channel_with(tmp: Path, packages: list[Path], name: str) -> Path:
+    """A fresh output-like channel dir holding copies of `packages`."""
+    channel = tmp / name
+    for pkg in packages:
+        (channel / pkg.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(pkg, channel / pkg.parent.name / pkg.name)
+    return channel
+
+
+def install_from(channel_url: str, prefix: Path, cache: Path, spec: str) -> list[str]:
+    from rattler import Subdir, install, solve
+
+    records = asyncio.run(solve(sources=[channel_url], specs=[spec], platforms=[Subdir("linux-64"), Subdir("noarch")]))
+    asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, show_progress=False))
+    return [f"{r.name.normalized}={r.version}" for r in records]
+
+
+def cli(monkeypatch, args: list[str], env: dict[str, str]) -> int:
+    """Run the CLI as a user would (errors become one line on stderr and an exit status)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return upload.run_cli(upload.main, args)
+
+
+def get_json(url: str, headers: dict[str, str] | None = None) -> dict:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def listed(repodata: dict) -> set[str]:
+    return set(repodata.get("packages", {})) | set(repodata.get("packages.conda", {}))
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("probes")
+    return {v: build_probe(tmp, tmp / "out", v) for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0")}
+
+
+# ------------------------------------------------------------------------------------- Quetz
+
+
+@pytest.fixture(scope="module")
+def quetz(tmp_path_factory):
+    exe = Path(os.environ.get("CC1D_QUETZ", QUETZ_VENV / "bin" / "quetz"))
+    if not exe.exists():
+        _missing("quetz-server (in its own venv)", QUETZ_INSTALL)
+    work = tmp_path_factory.mktemp("quetz")
+    conf = work / "config.toml"
+    conf.write_text(
+        '[sqlalchemy]\ndatabase_url = "sqlite:///./quetz.sqlite"\n\n'
+        f'[session]\nsecret = "{os.urandom(16).hex()}"\nhttps_only = false\n\n'
+        # dev mode makes users alice..dave and one API key for one of them: make all of them owners.
+        '[users]\nadmins = ["dummy:alice", "dummy:bob", "dummy:carol", "dummy:dave"]\n'
+    )
+    port = free_port()
+    log = work / "quetz.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(exe), "run", str(work / "deployment"), "--copy-conf", str(conf), "--dev", "--delete",
+             "--host", "127.0.0.1", "--port", str(port)],
+            cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{url}/api/channels", proc, log)
+        key = re.search(r"Test API key created for user \"\w+\": (\w+)", log.read_text()).group(1)
+        request = urllib.request.Request(
+            f"{url}/api/channels", method="POST",
+            data=json.dumps({"name": "cc1d", "private": False}).encode(),
+            headers={"X-API-Key": key, "Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+        yield {"url": url, "key": key, "channel": "cc1d", "log": log}
+    finally:
+        stop(proc)
+
+
+def quetz_args(quetz, channel_dir: Path, *extra: str) -> list[str]:
+    return ["quetz", "--url", quetz["url"], "--channel", quetz["channel"], "--output-dir", str(channel_dir),
+            "--verify-timeout", "60", *extra]
+
+
+def quetz_repodata(quetz, subdir: str = "noarch") -> set[str]:
+    try:
+        return listed(get_json(f"{quetz['url']}/get/{quetz['channel']}/{subdir}/repodata.json"))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return set()
+        raise
+
+
+def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
+    pkg = probes["0.1.0"]
+    channel = channel_with(tmp_path, [pkg], "out")
+    env = {"QUETZ_API_KEY": quetz["key"]}
+
+    assert cli(monkeypatch, quetz_args(quetz, channel), env) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"{re.escape(pkg.name)}\s.*uploaded", out), out
+    assert quetz["key"] not in out
+    assert pkg.name in quetz_repodata(quetz)
+
+    prefix = tmp_path / "prefix"
+    installed = install_from(f"{quetz['url']}/get/{quetz['channel']}", prefix, tmp_path / "cache", PROBE)
+    assert installed == [f"{PROBE}=0.1.0"]
+    assert (prefix / "share" / PROBE / "hello.txt").read_text().strip() == "probe 0.1.0"
+
+    # a second upload is refused without --skip-existing ...
+    before = get_json(f"{quetz['url']}/get/{quetz['channel']}/noarch/repodata.json")
+    assert cli(monkeypatch, quetz_args(quetz, channel), env) == 1
+    captured = capsys.readouterr()
+    assert "already in" in captured.err and "--skip-existing" in captured.err
+    assert re.search(rf"{re.escape(pkg.name)}\s.*exists", captured.out)
+
+    # ... and is a no-op with it
+    assert cli(monkeypatch, quetz_args(quetz, channel, "--skip-existing"), env) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"{re.escape(pkg.name)}\s.*skipped", out) and "0 uploaded, 1 skipped" in out
+    after = get_json(f"{quetz['url']}/get/{quetz['channel']}/noarch/repodata.json")
+    assert listed(after) == listed(before)
+    assert after["packages.conda"][pkg.name]["sha256"] == before["packages.conda"][pkg.name]["sha256"]
+
+
+def test_quetz_wrong_key_uploads_nothing(quetz, probes, tmp_path, capsys, monkeypatch):
+    pkg = probes["0.2.0"]
+    channel = channel_with(tmp_path, [pkg], "out")
+    wrong = "0123456789abcdef0123456789abcdef"
+    assert cli(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": wrong}) == 1
+    captured = capsys.readouterr()
+    assert "rejected the credentials" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert wrong not in captured.out + captured.err
+    assert pkg.name not in quetz_repodata(quetz)
+
+
+def test_quetz_invalid_archive_stops_everything(quetz, probes, tmp_path, capsys, monkeypatch):
+    good = probes["0.3.0"]
+    channel = channel_with(tmp_path, [good], "out")
+    (channel / "noarch" / f"{PROBE}-0.3.1-h0000000_0.conda").write_bytes(b"this is not a zip file")
+    assert cli(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": quetz["key"]}) == 1
+    captured = capsys.readouterr()
+    assert "not a valid .conda archive" in captured.err and "nothing was uploaded" in captured.err
+    assert good.name not in quetz_repodata(quetz)
+
+
+def test_quetz_missing_channel_is_one_line(quetz, probes, tmp_path, capsys, monkeypatch):
+    channel = channel_with(tmp_path, [probes["0.4.0"]], "out")
+    args = ["quetz", "--url", quetz["url"], "--channel", "nope", "--output-dir", str(channel)]
+    assert cli(monkeypatch, args, {"QUETZ_API_KEY": quetz["key"]}) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: quetz channel 'nope' does not exist at {quetz['url']} (create it first)"
+
+
+# ---------------------------------------------------------------------------------------- S3
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory):
+    exe = Path(sys.executable).parent / "moto_server"
+    if not exe.exists():
+        _missing("moto's server", f"{sys.executable} -m pip install 'moto[server]' boto3")
+    work = tmp_path_factory.mktemp("moto")
+    port = free_port()
+    log = work / "moto.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], cwd=work, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{url}/", proc, log)
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="cc1d-bucket")
+        # anonymous reads, as a public channel bucket has them: conda clients fetch over plain HTTP
+        s3.put_bucket_policy(Bucket="cc1d-bucket", Policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                           "Resource": "arn:aws:s3:::cc1d-bucket/*"}],
+        }))
+        yield {"url": url, "bucket": "cc1d-bucket", "client": s3}
+    finally:
+        stop(proc)
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "AKIAMOTOTESTING", "AWS_SECRET_ACCESS_KEY": "moto-secret-not-real"}
+
+
+def s3_args(moto, channel_dir: Path, *extra: str) -> list[str]:
+    return ["s3", "--channel", f"s3://{moto['bucket']}/channel", "--endpoint-url", moto["url"],
+            "--region", "us-east-1", "--addressing-style", "path", "--output-dir", str(channel_dir),
+            "--verify-timeout", "30", *extra]
+
+
+def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
+    pkg = probes["0.1.0"]
+    channel = channel_with(tmp_path, [pkg], "out")
+
+    assert cli(monkeypatch, s3_args(moto, channel), S3_ENV) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"{re.escape(pkg.name)}\s.*uploaded", out), out
+    assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in out
+
+    # indexed: the bucket's repodata lists it (served over plain HTTP, path style)
+    http_channel = f"{moto['url']}/{moto['bucket']}/channel"
+    assert pkg.name in listed(get_json(f"{http_channel}/noarch/repodata.json"))
+    prefix = tmp_path / "prefix"
+    assert install_from(http_channel, prefix, tmp_path / "cache", PROBE) == [f"{PROBE}=0.1.0"]
+    assert (prefix / "share" / PROBE / "hello.txt").read_text().strip() == "probe 0.1.0"
+
+    # re-runs: refused without --skip-existing, a no-op with it
+    assert cli(monkeypatch, s3_args(moto, channel), S3_ENV) == 1
+    assert "already in" in capsys.readouterr().err
+    assert cli(monkeypatch, s3_args(moto, channel, "--skip-existing"), S3_ENV) == 0
+    assert "0 uploaded, 1 skipped" in capsys.readouterr().out
+
+
+def test_s3_missing_bucket_is_one_line(moto, probes, tmp_path, capsys, monkeypatch):
+    channel = channel_with(tmp_path, [probes["0.2.0"]], "out")
+    args = s3_args(moto, channel)
+    args[args.index("--channel") + 1] = "s3://no-such-bucket/channel"
+    assert cli(monkeypatch, args, S3_ENV) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: S3 bucket 'no-such-bucket' does not exist at {moto['url']}"
