@@ -1,0 +1,232 @@
+"""Run the test section of built causal-conv1d packages, on a GPU machine: `rattler-build test` for each.
+
+    python scripts/gpu_test.py output/linux-64/causal-conv1d-1.7.0-cuda130_py312_torch213_h1234_0.conda
+    python scripts/gpu_test.py output/                      # every causal-conv1d package in it
+    python scripts/gpu_test.py output/ --channel conda-forge --channel ./extra-channel
+
+Each package's embedded tests run in a fresh environment solved from --channel (conda-forge by
+default): the import test, then recipe/tests (kernels vs references, arch coverage, the upstream
+subset). A GPU is required by default: this script refuses to start without one, and a test run
+whose GPU tests were skipped counts as failed. rattler-build gives tests a clean environment
+(CAUSAL_CONV1D_REQUIRE_GPU is set here, but does not reach them), so the tests themselves
+require the GPU wherever the NVIDIA driver reports one. --allow-no-gpu runs what can run without
+one (imports, the arch list), e.g. on a build machine.
+
+Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped), 2 bad input.
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.common import DEFAULT_CHANNEL, PipelineError, UsageError, format_table, human_duration, run_cli
+from scripts.gpu import detect_compute_capabilities
+
+PACKAGE_NAME = "causal-conv1d"
+# Printed by recipe/tests/conftest.py at the end of a pytest run whose GPU tests did not run.
+SKIP_MARKER = "causal-conv1d GPU tests skipped:"
+REQUIRED_MARKER = "causal-conv1d GPU required but unusable:"
+PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")
+
+
+@dataclass
+class Outcome:
+    package: str
+    index: int
+    kind: str
+    ok: bool
+    detail: str
+    seconds: float
+
+
+def find_packages(inputs: Sequence[str]) -> list[Path]:
+    """Package files from the arguments: .conda files, or directories searched for causal-conv1d ones."""
+    packages: list[Path] = []
+    for value in inputs:
+        path = Path(value)
+        if path.is_dir():
+            found = sorted(path.rglob(f"{PACKAGE_NAME}-*.conda"))
+            if not found:
+                raise UsageError(f"no {PACKAGE_NAME}-*.conda package under {path}")
+            packages += found
+        elif not path.exists():
+            raise UsageError(f"no such file or directory: {path}")
+        elif not path.name.endswith(".conda"):
+            raise UsageError(f"not a .conda package: {path} (pass a .conda file or an output directory)")
+        else:
+            packages.append(path)
+    if not packages:
+        raise UsageError("name at least one .conda package or an output directory")
+    return list(dict.fromkeys(p.resolve() for p in packages))
+
+
+def channel_argument(value: str) -> str:
+    """A channel name or URL as given; a local directory becomes a file:// URL."""
+    path = Path(value)
+    if path.is_dir():
+        return path.resolve().as_uri()
+    if value.startswith((".", "/")) and not path.exists():
+        raise UsageError(f"no such channel directory: {value}")
+    return value
+
+
+def cuda_version_of(depends: Sequence[str]) -> str | None:
+    """The CUDA version a package was built for, from its `cuda-version >=X.Y,...` dependency."""
+    for spec in depends:
+        match = re.match(r"cuda-version\s+>=(\d+\.\d+)", spec)
+        if match:
+            return match.group(1)
+    return None
+
+
+def describe_test(test: object) -> str:
+    name = type(test).__name__
+    if name == "PythonTest":
+        return "python imports: " + ", ".join(getattr(test, "imports", []))
+    if name == "CommandsTest":
+        script = getattr(test, "script", {}) or {}
+        content = script.get("content") if isinstance(script, dict) else None
+        first = content[-1] if isinstance(content, list) and content else "script"
+        return f"script: {first}"
+    return name
+
+
+def summarize_output(lines: Sequence[str]) -> str:
+    """The pytest summary line(s) of a test's output, or ''."""
+    summaries = []
+    for line in lines:
+        match = PYTEST_SUMMARY.match(line.strip())
+        if match:
+            summaries.append(match.group(1))
+    return "; ".join(summaries)
+
+
+def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool, str]:
+    """Pass/fail of one test from rattler-build's verdict and, when a GPU is required, its output."""
+    summary = summarize_output(lines)
+    skipped = next((ln.strip() for ln in lines if SKIP_MARKER in ln or REQUIRED_MARKER in ln), "")
+    if not success:
+        return False, summary or "failed (see the log)"
+    if require_gpu and skipped:
+        return False, skipped
+    return True, summary or "passed"
+
+
+class _Echo:
+    """Streams rattler-build's log lines when --verbose."""
+
+    def on_download_start(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def on_download_progress(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def on_download_complete(self, event) -> None:  # noqa: ANN001
+        pass
+
+    def on_build_step(self, event) -> None:  # noqa: ANN001
+        print(f"  [{event.step_name}] {event.message}", flush=True)
+
+    def on_log(self, event) -> None:  # noqa: ANN001
+        print(f"  {event.message}", flush=True)
+
+
+def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Path | None,
+                only: list[int] | None, verbose: bool) -> list[Outcome]:
+    from rattler_build import Package
+
+    try:
+        package = Package.from_file(path)
+    except Exception as exc:  # a damaged archive
+        raise UsageError(f"cannot read package {path}: {exc}") from exc
+    if not os.environ.get("CONDA_OVERRIDE_CUDA") and not detect_compute_capabilities():
+        # Without a driver there is no __cuda virtual package, and CUDA builds of pytorch need one.
+        cuda = cuda_version_of(package.depends)
+        if cuda:
+            os.environ["CONDA_OVERRIDE_CUDA"] = cuda
+            print(f"no GPU driver: solving with CONDA_OVERRIDE_CUDA={cuda}")
+    tests = package.tests
+    indices = only if only is not None else list(range(len(tests)))
+    outcomes = []
+    for index in indices:
+        if not 0 <= index < len(tests):
+            raise UsageError(f"{path.name} has tests 0-{len(tests) - 1}, not {index}")
+        kind = describe_test(tests[index])
+        print(f"{path.name}: test {index} ({kind}) ...", flush=True)
+        start = time.monotonic()
+        try:
+            result = package.run_test(index, channel=channels, progress_callback=_Echo() if verbose else None)
+            success, lines = result.success, list(result.output)
+        except Exception as exc:  # rattler-build reports solve and script failures by raising
+            success, lines = False, [f"error: {exc}"]
+        seconds = time.monotonic() - start
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            (log_dir / f"{path.name.removesuffix('.conda')}.test{index}.log").write_text("\n".join(lines) + "\n")
+        ok, detail = judge(success, lines, require_gpu)
+        if not ok and not verbose:
+            for line in lines[-40:]:
+                print(f"  | {line}")
+        outcomes.append(Outcome(path.name, index, kind, ok, detail, seconds))
+    return outcomes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gpu_test.py", description="Run the tests of built causal-conv1d packages (rattler-build test) on a GPU machine."
+    )
+    parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
+                        help=".conda files, or directories (e.g. output/) holding causal-conv1d packages")
+    parser.add_argument("-c", "--channel", action="append", default=None,
+                        help=f"channel for the test environment (repeatable; default {DEFAULT_CHANNEL})")
+    parser.add_argument("--allow-no-gpu", action="store_true",
+                        help="run without a GPU: GPU tests skip instead of failing")
+    parser.add_argument("--test", type=int, action="append", metavar="INDEX",
+                        help="run only this test of each package (0-based; repeatable)")
+    parser.add_argument("--log-dir", type=Path, help="write each test's full output here")
+    parser.add_argument("-v", "--verbose", action="store_true", help="stream rattler-build's output")
+    args = parser.parse_args(argv)
+
+    packages = find_packages(args.packages)
+    channels = [channel_argument(c) for c in (args.channel or [DEFAULT_CHANNEL])]
+    require_gpu = not args.allow_no_gpu
+    os.environ["CAUSAL_CONV1D_REQUIRE_GPU"] = "1" if require_gpu else "0"
+    if require_gpu:
+        caps = detect_compute_capabilities()
+        if not caps:
+            raise PipelineError(
+                "no GPU on this machine (nvidia-smi reports none, torch sees none): run this on a GPU "
+                "machine, or pass --allow-no-gpu to run only the checks that need no GPU"
+            )
+        print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(channels)}")
+
+    outcomes: list[Outcome] = []
+    for path in packages:
+        outcomes += run_package(path, channels, require_gpu, args.log_dir, args.test, args.verbose)
+
+    print()
+    print(format_table(
+        ["package", "test", "what", "result", "time", "detail"],
+        [[o.package, o.index, o.kind[:40], "PASS" if o.ok else "FAIL", human_duration(o.seconds), o.detail[:120]]
+         for o in outcomes],
+    ))
+    failed = [o for o in outcomes if not o.ok]
+    print(f"\n{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,80 @@
+"""scripts/gpu_test.py: bad input is one line and exit 2; how test output is judged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts import gpu_test
+from scripts.gpu import detect_compute_capabilities
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "gpu_test.py"), *args],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], result.stderr
+
+
+def test_missing_file(tmp_path):
+    one_line_error(run(str(tmp_path / "causal-conv1d-1.7.0-x_0.conda")), 2, "no such file or directory")
+
+
+def test_not_a_conda_package(tmp_path):
+    legacy = tmp_path / "causal-conv1d-1.7.0-x_0.tar.bz2"
+    legacy.write_bytes(b"")
+    one_line_error(run(str(legacy)), 2, "not a .conda package")
+
+
+def test_directory_without_packages(tmp_path):
+    (tmp_path / "linux-64").mkdir()
+    one_line_error(run(str(tmp_path)), 2, "no causal-conv1d-*.conda package under")
+
+
+def test_missing_channel_directory(tmp_path):
+    pkg = tmp_path / "causal-conv1d-1.7.0-x_0.conda"
+    pkg.write_bytes(b"")
+    one_line_error(run(str(pkg), "--channel", str(tmp_path / "nowhere")), 2, "no such channel directory")
+
+
+@pytest.mark.skipif(bool(detect_compute_capabilities()), reason="this machine has a GPU")
+def test_refuses_to_start_without_a_gpu(tmp_path):
+    pkg = tmp_path / "linux-64" / "causal-conv1d-1.7.0-x_0.conda"
+    pkg.parent.mkdir()
+    pkg.write_bytes(b"")
+    one_line_error(run(str(tmp_path)), 1, "no GPU on this machine")
+
+
+def test_damaged_package_is_bad_input(tmp_path):
+    pkg = tmp_path / "causal-conv1d-1.7.0-x_0.conda"
+    pkg.write_bytes(b"not a zip")
+    one_line_error(run(str(pkg), "--allow-no-gpu"), 2, "cannot read package")
+
+
+PYTEST_TAIL = [
+    "causal-conv1d GPU tests skipped: no NVIDIA driver on this machine",
+    "=========== 12 passed, 893 skipped, 12843 deselected in 3.39s ===========",
+]
+
+
+def test_judge():
+    assert gpu_test.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
+    assert gpu_test.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
+    ok, detail = gpu_test.judge(True, PYTEST_TAIL, require_gpu=True)
+    assert not ok and detail.startswith("causal-conv1d GPU tests skipped:")
+    assert gpu_test.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
+    assert gpu_test.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
+
+
+def test_cuda_version_of():
+    assert gpu_test.cuda_version_of(["python >=3.12", "cuda-version >=13.0,<14"]) == "13.0"
+    assert gpu_test.cuda_version_of(["python"]) is None
