@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -100,7 +101,7 @@ def selector_namespace(variant: dict[str, str]) -> dict[str, Any]:
         "win32": platform == "win" and arch == "32",
         "target_platform": variant.get("target_platform", "linux-64"),
         "build_platform": variant.get("target_platform", "linux-64"),
-        "environ": {},
+        "environ": dict(os.environ),  # conda-build's environ is os.environ
         "nomkl": False,
     }
     if "python" in variant:

@@ -48,6 +48,10 @@ RENAMED_VARIABLES = {"build_number": "PKG_BUILDNUM"}
 ALLOWED_FUNCTIONS = {"compiler", "stdlib", "pin_subpackage", "pin_compatible", "cdt"}
 ALLOWED_FILTERS = {"replace", "lower", "upper", "trim", "version_to_buildstring"}
 PIN_PATTERN_RE = re.compile(r"""^['"]x(\.x)*['"]$""")
+# rattler-build's env.get("NAME", default="x") is conda-build's environ.get("NAME", "x").
+ENV_GET_RE = re.compile(
+    r"""\benv\.get\(\s*('[^']*'|"[^"]*")\s*(?:,\s*default\s*=\s*('[^']*'|"[^"]*")\s*)?\)"""
+)
 
 
 def _tokens(expr: str) -> list[str]:
@@ -63,12 +67,16 @@ def _tokens(expr: str) -> list[str]:
 
 def translate_expression(expr: str) -> str:
     """One rattler-build Jinja expression (the inside of ${{ }}) as a conda-build one."""
+    expr = ENV_GET_RE.sub(lambda m: f"environ.get({m.group(1)}, {m.group(2) or repr('')})", expr)
     tokens = _tokens(expr)
     significant = [i for i, t in enumerate(tokens) if not t.isspace()]
     for n, i in enumerate(significant):
         tok = tokens[i]
         prev = tokens[significant[n - 1]] if n else ""
         nxt = tokens[significant[n + 1]] if n + 1 < len(significant) else ""
+        before_dot = tokens[significant[n - 2]] if n >= 2 else ""
+        if tok == "get" and before_dot == "environ" and prev == "." and nxt == "(":
+            continue
         if re.fullmatch(r"[A-Za-z_]\w*", tok) and prev == "." and nxt == "(":
             raise GeneratorError(f"Jinja function {tok!r} (a method call) has no conda-build translation")
         if not re.fullmatch(r"[A-Za-z_]\w*", tok) or prev == ".":

@@ -127,7 +127,7 @@ tests:
     "snippet, message",
     [
         ("build:\n  noarch: python\n  merge_build_and_host_envs: true\n", "merge_build_and_host_envs"),
-        ("requirements:\n  host:\n    - ${{ env.get('X') }}\n", "function 'get'"),
+        ("requirements:\n  host:\n    - ${{ env.exists('X') }}\n", "function 'exists'"),
         ("requirements:\n  host:\n    - foo ${{ bar | sort }}\n", "filter 'sort'"),
         ("requirements:\n  host:\n    - if: match(python, '>=3.12')\n      then: foo\n", "calls a function"),
         ("tests:\n  - downstream: other\n", "downstream"),
@@ -146,3 +146,17 @@ def test_generated_file_parses_for_every_platform():
         assert meta["package"]["name"] == "causal-conv1d"
         assert Path(RECIPE_DIR / "build.sh").is_file()  # conda-build runs it: no build/script key
         assert "script" not in meta["build"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('env.get("CCACHE", default="")', 'environ.get("CCACHE", "")'),
+        ("env.get('X', default='/tmp')", "environ.get('X', '/tmp')"),
+        ('env.get("X")', "environ.get(\"X\", '')"),
+    ],
+)
+def test_env_get_becomes_conda_build_environ_get(expression, expected):
+    from scripts.metayaml import translate_expression
+
+    assert translate_expression(expression) == expected
