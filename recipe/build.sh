@@ -22,4 +22,26 @@ export MAX_JOBS="${MAX_JOBS:-${jobs}}"
 export NVCC_THREADS="${NVCC_THREADS:-${threads}}"
 echo "building with MAX_JOBS=${MAX_JOBS} NVCC_THREADS=${NVCC_THREADS} (${cpus} CPUs, ${mem_gb} GB available)"
 
+# Optional compiler cache, kept outside the output channel: scripts/build.py points
+# CAUSAL_CONV1D_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
+# hashed relative to it, so variants built in other build directories (another Python, a rebuild
+# after a recipe change) reuse the CUDA objects.
+if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
+  command -v ccache >/dev/null || { echo "CAUSAL_CONV1D_CCACHE_DIR is set but ccache is missing" >&2; exit 1; }
+  export CCACHE_DIR="${CAUSAL_CONV1D_CCACHE_DIR}"
+  export CCACHE_BASEDIR="$(dirname "${SRC_DIR}")"
+  export CCACHE_NOHASHDIR=1
+  export CCACHE_COMPILERCHECK=content
+  export PYTORCH_NVCC="ccache nvcc"
+  # ccache masquerading as the C++ compiler keeps the name torch's ABI check expects.
+  ccache_bin="$(mktemp -d)"
+  ln -s "$(command -v ccache)" "${ccache_bin}/$(basename "${CXX}")"
+  export CXX="${ccache_bin}/$(basename "${CXX}")"
+  ccache --zero-stats >/dev/null
+fi
+
 "${PYTHON}" -m pip install . -vv --no-deps --no-build-isolation --no-index
+
+if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
+  ccache --show-stats
+fi

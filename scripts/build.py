@@ -40,9 +40,12 @@ from scripts.common import (
     run_cli,
 )
 from scripts.gpu import compute_capabilities_from_driver
+from scripts.sources import cache_dir
 from scripts.variants import PlannedVariant, Selection, plan
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
+CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/build.sh (a build secret: never recorded)
+CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
 CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
 
 
@@ -80,6 +83,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--test", choices=["native", "skip"], default="native",
         help="run the recipe's test section after each build (default: native)",
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true",
+        help=f"do not use the compiler cache (default: ccache in $CAUSAL_CONV1D_CCACHE_DIR or {CCACHE_HINT})",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the full build log")
     return parser.parse_args(argv)
@@ -158,6 +165,20 @@ class Progress:
         pass
 
 
+def configure_compiler_cache(disabled: bool, output_dir: Path) -> None:
+    """Point the build script's ccache at a directory outside the output channel, or at nothing."""
+    if disabled:
+        os.environ.pop(CCACHE_ENV, None)
+        print("compiler cache: off (--no-cache)")
+        return
+    directory = Path(os.environ.get(CCACHE_ENV) or cache_dir() / "ccache").resolve()
+    if directory.is_relative_to(output_dir):
+        raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ[CCACHE_ENV] = str(directory)
+    print(f"compiler cache: {directory} (--no-cache to build without it)")
+
+
 def print_plan(variants: Sequence[PlannedVariant]) -> None:
     rows = [(v.cuda, v.python, v.torch, v.archs, v.build_string) for v in variants]
     print(format_table(["CUDA", "Python", "torch", "archs", "build string"], rows))
@@ -223,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     output_dir = Path(args.output_dir).resolve()
+    configure_compiler_cache(args.no_cache, output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     print(f"building {len(variants)} variant(s) into {output_dir} from {', '.join(channels)}")
     outcomes = []

@@ -1,5 +1,6 @@
 """scripts/build.py: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
 
+import os
 import subprocess
 import sys
 
@@ -66,3 +67,27 @@ def test_standin_overrides_are_read_from_file_channels(tmp_path):
     assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
     (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14"), overrides=overrides)
     assert f"gcc_{TARGET_PLATFORM} 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]
+
+
+def test_compiler_cache_inside_the_output_channel_is_refused(tmp_path):
+    out = tmp_path / "out"
+    env_cache = str(out / "ccache")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "build.py"), "--output-dir", str(out),
+         "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": env_cache},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: CAUSAL_CONV1D_CCACHE_DIR={env_cache} is inside the output channel {out}; put it elsewhere"
+    )
+    assert not out.exists()
+
+
+def test_no_cache_unsets_the_build_secret(monkeypatch, tmp_path):
+    monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
+    build.configure_compiler_cache(True, tmp_path / "out")
+    assert build.CCACHE_ENV not in os.environ
+    monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
+    build.configure_compiler_cache(False, tmp_path / "out")
+    assert os.environ[build.CCACHE_ENV] == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
