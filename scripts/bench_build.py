@@ -1,0 +1,115 @@
+"""Build-time benchmarks (issue: fast, targeted builds). Real builds through scripts/build.py.
+
+    python scripts/bench_build.py cache --channel URL   # cold variant A, then B (other Python) warm
+    python scripts/bench_build.py archs --channel URL   # --arch all vs one architecture, no cache
+
+`cache` gives the compiler cache a fresh directory, builds variant A (cold), then variant B, which
+differs only in Python (warm: the CUDA objects come from the cache), and prints both times and
+their ratio (target: B under a third of A). `archs` builds one variant for every architecture of
+its variant file and for one architecture, both without the cache, and prints the ratio.
+The test sections are skipped (--test skip) so that only building is timed.
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from scripts.build import CCACHE_ENV, normalise_channel
+from scripts.common import REPO_ROOT, PipelineError, format_table, human_duration, human_size, run_cli
+from scripts.variants import Selection, select
+
+BUILD = REPO_ROOT / "scripts" / "build.py"
+
+
+@dataclass
+class Timing:
+    name: str
+    python: str
+    arch: str
+    cache: str
+    seconds: float
+    size: int
+
+
+def timed_build(
+    name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off"
+) -> Timing:
+    """One build.py run in a fresh output directory, its output streamed, its wall time measured."""
+    env = {k: v for k, v in os.environ.items() if k != CCACHE_ENV}
+    command = [sys.executable, str(BUILD), "--channel", args.channel, "--cuda", args.cuda,
+               "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip"]
+    if cache_dir is None:
+        command.append("--no-cache")
+    else:
+        env[CCACHE_ENV] = str(cache_dir)
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as output:
+        print(f"== {name}: python {python}, arch {arch}, cache {'on' if cache_dir else 'off'}", flush=True)
+        start = time.monotonic()
+        result = subprocess.run([*command, "--output-dir", output], env=env)
+        seconds = time.monotonic() - start
+        if result.returncode != 0:
+            raise PipelineError(f"{name}: build.py exited {result.returncode}")
+        (package,) = Path(output).glob("*/causal-conv1d-*.conda")
+        return Timing(name, python, arch, cache, seconds, package.stat().st_size)
+
+
+def report(timings: Sequence[Timing], ratio_name: str, ratio: float, target: str, json_path: str | None) -> None:
+    rows = [(t.name, t.python, t.arch, t.cache, human_duration(t.seconds), human_size(t.size)) for t in timings]
+    print()
+    print(format_table(["build", "python", "arch", "cache", "time", "size"], rows))
+    print(f"{ratio_name}: {ratio:.2f} (target {target})")
+    if json_path:
+        Path(json_path).write_text(json.dumps(
+            {"builds": [asdict(t) for t in timings], ratio_name: ratio}, indent=2) + "\n")
+
+
+def bench_cache(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-ccache-") as cache:
+        a = timed_build("variant A", args, args.python_a, args.arch, Path(cache), "cold")
+        b = timed_build("variant B", args, args.python_b, args.arch, Path(cache), "warm")
+    report([a, b], "warm B / cold A", b.seconds / a.seconds, "< 0.33", args.json)
+
+
+def bench_archs(args: argparse.Namespace) -> None:
+    one = timed_build("one arch", args, args.python_a, args.arch, None)
+    every = timed_build("all archs", args, args.python_a, "all", None)
+    report([one, every], "all archs / one arch", every.seconds / one.seconds, "several times", args.json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench_build.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["cache", "archs"])
+    parser.add_argument("--channel", required=True, help="channel to build from (e.g. the stand-in)")
+    parser.add_argument("--cuda", default="13.0")
+    parser.add_argument("--torch", default="2.14")
+    parser.add_argument("--arch", default="9.0", help="the one architecture (default 9.0)")
+    parser.add_argument("--python-a", default="3.11", help="Python of variant A")
+    parser.add_argument("--python-b", default="3.12", help="Python of variant B (cache benchmark)")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    # Bad input fails here, before the first (long) build starts.
+    args.channel = normalise_channel(args.channel)
+    for python in (args.python_a, args.python_b):
+        select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
+    {"cache": bench_cache, "archs": bench_archs}[args.what](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
