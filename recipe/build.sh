@@ -22,6 +22,10 @@ export MAX_JOBS="${MAX_JOBS:-${jobs}}"
 export NVCC_THREADS="${NVCC_THREADS:-${threads}}"
 echo "building with MAX_JOBS=${MAX_JOBS} NVCC_THREADS=${NVCC_THREADS} (${cpus} CPUs, ${mem_gb} GB available)"
 
+# torch >= 2.14 wraps the compilers in any ccache/sccache found on PATH (a machine's own, too);
+# the cache is used only as configured below.
+export TORCH_NO_COMPILER_WRAPPER=1
+
 # Optional compiler cache, kept outside the output channel: scripts/build.py points
 # CAUSAL_CONV1D_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
 # hashed relative to it, so variants built in other build directories (another Python, a rebuild

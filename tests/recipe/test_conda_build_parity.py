@@ -34,7 +34,10 @@ def test_variant_renders_the_same_under_both_tools(pv, meta_text):
     # The fields the issue names, spelled out (differences() compares them all).
     assert conda.build_string.startswith(f"cuda{pv.cuda.replace('.', '')}_py{pv.python.replace('.', '')}_")
     assert conda.build_string.endswith("_h<hash>_0")
-    assert conda.script_env == {"TORCH_CUDA_ARCH_LIST": pv.archs}
+    assert conda.script_env == {
+        "TORCH_CUDA_ARCH_LIST": pv.archs,
+        "CAUSAL_CONV1D_CCACHE_DIR": "<inherited $CAUSAL_CONV1D_CCACHE_DIR>",
+    }
     assert conda.overlinking_error and conda.missing_dso
     assert conda.test_pip_check and conda.test_imports
 
