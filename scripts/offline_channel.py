@@ -23,7 +23,6 @@ if __package__ in (None, ""):
 
 import argparse
 import asyncio
-import glob
 import os
 import re
 import shutil
