@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from scripts.common import RECIPE, RECIPE_DIR, PipelineError
+from scripts.common import RECIPE, RECIPE_DIR, PipelineError, sha256_of
 
 
 def cache_dir() -> Path:
@@ -28,14 +27,6 @@ def recipe_source() -> dict:
     source = dict(recipe["source"])
     source["url"] = source["url"].replace("${{ version }}", str(recipe["context"]["version"]))
     return source
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch_sdist() -> Path:

@@ -27,7 +27,6 @@ if __package__ in (None, ""):
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import re
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlparse
 
-from scripts.common import REPO_ROOT, PipelineError, UsageError, format_table, human_size, one_of, run_cli
+from scripts.common import REPO_ROOT, PipelineError, UsageError, format_table, human_size, one_of, run_cli, sha256_of
 from scripts.variants import Selection, select
 
 TARGETS = ("prefix", "anaconda", "quetz", "artifactory", "s3")
@@ -218,14 +217,6 @@ def local_repodata(output_dir: Path, subdir: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return {**data.get("packages", {}), **data.get("packages.conda", {})}
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_package(pkg: LocalPackage, indexed: dict[str, Any]) -> None:
