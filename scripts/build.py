@@ -203,7 +203,7 @@ def build_one(
     if overridden:
         os.environ["CONDA_OVERRIDE_CUDA"] = variant.cuda
     try:
-        results = variant.rendered.run_build(
+        result = variant.rendered.run_build(
             tool_config=tool_config,
             output_dir=str(output_dir),
             channels=channels,
@@ -215,7 +215,7 @@ def build_one(
     finally:
         if overridden:
             del os.environ["CONDA_OVERRIDE_CUDA"]
-    packages = [Path(p) for r in results for p in r.packages]
+    packages = [Path(p) for p in result.packages]
     if not packages:
         existing = sorted(output_dir.glob(f"*/causal-conv1d-*-{variant.build_string}.conda"))
         return Outcome(variant, "skipped", time.monotonic() - start, existing[0] if existing else None)
