@@ -134,25 +134,41 @@ class Outcome:
 
 
 class Progress:
-    """rattler-build progress callback: build steps always, the build log with --verbose."""
+    """rattler-build progress callback.
 
-    NINJA_STEP = re.compile(r"\[\d+/\d+\] ")
+    Every log line goes to a log file; the terminal gets the milestones (compile steps, test
+    results, warnings and errors), or everything with --verbose.
+    """
 
-    def __init__(self, label: str, verbose: bool) -> None:
+    MILESTONE = re.compile(
+        r"\[\d+/\d+\] |✔|✖|Testing commands|tests? (passed|failed)|\d+ passed|GPU tests skipped|"
+        r"Cacheable calls|^\s+Hits:|Packaging new files|Linking check|overlink",
+        re.IGNORECASE,
+    )
+
+    def __init__(self, label: str, verbose: bool, log_path: Path) -> None:
         self.label = label
         self.verbose = verbose
         self.start = time.monotonic()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log_path.open("w", encoding="utf-8")
 
     def _print(self, message: str) -> None:
         elapsed = human_duration(time.monotonic() - self.start)
         print(f"  [{self.label} {elapsed}] {message}", flush=True)
 
+    def close(self) -> None:
+        self.log.close()
+
     def on_build_step(self, event) -> None:  # noqa: ANN001 (rattler_build event types)
         self._print(event.message or event.step_name)
 
     def on_log(self, event) -> None:  # noqa: ANN001
-        if self.verbose or event.level in ("warn", "error") or self.NINJA_STEP.search(event.message):
-            self._print(event.message.rstrip())
+        message = event.message.rstrip()
+        if not self.log.closed:
+            self.log.write(message + "\n")
+        if self.verbose or event.level in ("warn", "error") or self.MILESTONE.search(message):
+            self._print(message)
 
     def on_download_start(self, event) -> None:  # noqa: ANN001
         if self.verbose:
@@ -198,6 +214,7 @@ def build_one(
         skip_existing="local" if args.skip_existing else "none",
     )
     start = time.monotonic()
+    progress = Progress(variant.label, args.verbose, output_dir / "build-logs" / f"{variant.build_string}.log")
     # Without a driver the solver sees no __cuda, and CUDA builds of pytorch need one.
     overridden = "CONDA_OVERRIDE_CUDA" not in os.environ and not compute_capabilities_from_driver()
     if overridden:
@@ -207,12 +224,14 @@ def build_one(
             tool_config=tool_config,
             output_dir=str(output_dir),
             channels=channels,
-            progress_callback=Progress(variant.label, args.verbose),
+            progress_callback=progress,
         )
     except Exception as exc:  # rattler_build raises its own error types; report and go on
-        message = str(exc).strip().splitlines()
-        return Outcome(variant, "failed", time.monotonic() - start, error=message[-1] if message else repr(exc))
+        lines = str(exc).strip().splitlines()
+        error = f"{lines[-1] if lines else repr(exc)} (log: {os.path.relpath(progress.log.name)})"
+        return Outcome(variant, "failed", time.monotonic() - start, error=error)
     finally:
+        progress.close()
         if overridden:
             del os.environ["CONDA_OVERRIDE_CUDA"]
     packages = [Path(p) for p in result.packages]
@@ -264,4 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    status = run_cli(main)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # py-rattler-build's worker threads can still hold the progress callback while the interpreter
+    # finalizes, which aborts with "PyGILState_Release" and exit status -6 after a finished run.
+    # Everything is written by now, so leave without finalizing.
+    os._exit(status)
