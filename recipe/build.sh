@@ -45,6 +45,9 @@ if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
 fi
 
 "${PYTHON}" -m pip install . -vv --no-deps --no-build-isolation --no-index
+# pip records the build's work directory as where the package came from; a conda package has no
+# such source, and the path would leak into the package.
+rm -f "${SP_DIR}"/causal_conv1d-*.dist-info/direct_url.json
 
 if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
   ccache --show-stats
