@@ -47,11 +47,12 @@ class Timing:
 
 
 def timed_build(
-    name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off"
+    name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off",
+    channel: str | None = None,
 ) -> Timing:
     """One build.py run in a fresh output directory, its output streamed, its wall time measured."""
     env = {k: v for k, v in os.environ.items() if k != CCACHE_ENV}
-    command = [sys.executable, str(BUILD), "--channel", args.channel, "--cuda", args.cuda,
+    command = [sys.executable, str(BUILD), "--channel", channel or args.channel, "--cuda", args.cuda,
                "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip"]
     if cache_dir is None:
         command.append("--no-cache")
@@ -81,7 +82,7 @@ def report(timings: Sequence[Timing], ratio_name: str, ratio: float, target: str
 def bench_cache(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ccache-") as cache:
         a = timed_build("variant A", args, args.python_a, args.arch, Path(cache), "cold")
-        b = timed_build("variant B", args, args.python_b, args.arch, Path(cache), "warm")
+        b = timed_build("variant B", args, args.python_b, args.arch, Path(cache), "warm", args.channel_b)
     report([a, b], "warm B / cold A", b.seconds / a.seconds, "< 0.33", args.json)
 
 
@@ -101,10 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arch", default="9.0", help="the one architecture (default 9.0)")
     parser.add_argument("--python-a", default="3.11", help="Python of variant A")
     parser.add_argument("--python-b", default="3.12", help="Python of variant B (cache benchmark)")
+    parser.add_argument("--channel-b", help="channel for variant B (default --channel; a stand-in holds one Python)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     # Bad input fails here, before the first (long) build starts.
     args.channel = normalise_channel(args.channel)
+    args.channel_b = normalise_channel(args.channel_b) if args.channel_b else None
     for python in (args.python_a, args.python_b):
         select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
     {"cache": bench_cache, "archs": bench_archs}[args.what](args)
