@@ -37,9 +37,10 @@ from typing import Any
 import yaml
 
 from scripts.common import PipelineError, UsageError, format_table, human_duration, human_size, run_cli
+from scripts.sources import cache_dir
 
 RECIPES_DIR = Path(__file__).resolve().parent / "standin_recipes"
-CACHE_DIR = Path.home() / ".cache" / "causal-conv1d-conda"
+CACHE_DIR = cache_dir()
 DEFAULT_OUTPUT = CACHE_DIR / "standin"
 DEFAULT_WHEEL_DIRS = (Path("/opt/pypi-more/files"), CACHE_DIR / "wheels")
 TARGET_PLATFORM = "linux-64"
