@@ -396,6 +396,8 @@ def from_conda_build(meta: dict[str, Any], variant: dict[str, str]) -> Comparabl
         })
     for entry in _as_list(build.get("script_env")):
         key, sep, value = str(entry).partition("=")
+        if sep and not value:
+            continue  # NAME= (an unset optional variable): the build sees it empty, as unset
         out.script_env[key] = value if sep else f"<inherited ${key}>"
     ignore = {"by_name": _as_list(build.get("ignore_run_exports")),
               "from_package": _as_list(build.get("ignore_run_exports_from"))}
@@ -475,7 +477,8 @@ def from_rattler_build(recipe: dict[str, Any], variant: dict[str, str]) -> Compa
         build_number=str(build.get("number", 0)),
         script=str(script.get("file", "build.sh")) if isinstance(script, dict) else "\n".join(
             _as_list(script)),
-        script_env={k: str(v) for k, v in (script.get("env") or {}).items()}
+        # rattler-build leaves empty values out of the build environment; so does the comparison.
+        script_env={k: str(v) for k, v in (script.get("env") or {}).items() if str(v)}
         if isinstance(script, dict) else {},
         overlinking_error=linking.get("overlinking_behavior") == "error",
         overdepending_error=linking.get("overdepending_behavior") == "error",

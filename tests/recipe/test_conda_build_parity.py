@@ -5,6 +5,7 @@ rules (selectors, compiler()/stdlib(), variant pins, pin_run_as_build) for every
 variants/*.yaml, and the result is compared with rattler-build's own rendering of recipe.yaml.
 """
 
+import os
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def test_variant_renders_the_same_under_both_tools(pv, meta_text):
     assert conda.build_string.endswith("_h<hash>_0")
     assert conda.script_env == {
         "TORCH_CUDA_ARCH_LIST": pv.archs,
+        **{k: os.environ[k] for k in ("MAX_JOBS", "NVCC_THREADS") if os.environ.get(k)},
         "CAUSAL_CONV1D_CCACHE_DIR": "<inherited $CAUSAL_CONV1D_CCACHE_DIR>",
     }
     assert conda.overlinking_error and conda.missing_dso
