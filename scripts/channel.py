@@ -6,14 +6,17 @@ import asyncio
 from pathlib import Path
 
 
-def index_channel(channel_dir: Path) -> None:
-    """Write repodata.json for every subdir (noarch/ too: conda requires it to exist)."""
+def index_channel(channel_dir: Path, force: bool = False) -> None:
+    """Write repodata.json for every subdir (noarch/ too: conda requires it to exist).
+
+    `force` re-reads every package, for channels whose files were replaced under the same name.
+    """
     from rattler import Subdir
     from rattler.index import index_fs
 
     for subdir in (str(Subdir.current()), "noarch"):
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
-        asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir)))
+        asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
 
 
 def install_into_prefix(

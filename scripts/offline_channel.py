@@ -22,7 +22,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
-import asyncio
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from scripts.channel import index_channel
 from scripts.common import PipelineError, UsageError, format_table, human_duration, human_size, run_cli
 from scripts.sources import cache_dir
 
@@ -592,15 +592,6 @@ def write_variants_file(channel: Path, m: Machine) -> Path:
     return path
 
 
-def index_channel(channel: Path) -> None:
-    from rattler.index import index_fs
-
-    (channel / "noarch").mkdir(parents=True, exist_ok=True)
-    result = index_fs(channel, force=True)
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
-
-
 def build_channel(m: Machine, channel: Path, threads: int, log, rebuild: frozenset[str] = frozenset()) -> list[list[str]]:
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
 
@@ -701,7 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--rebuild: unknown package {', '.join(sorted(rebuild - known))}; known: {', '.join(sorted(known))}")
     rows = build_channel(machine, channel, max(1, args.threads), lambda msg: print(msg, flush=True), rebuild)
     variants_file = write_variants_file(channel, machine)
-    index_channel(channel)
+    index_channel(channel, force=True)
     total = sum(p.stat().st_size for p in channel.glob("*/*.conda"))
     print(format_table(["package", "version", "build", "subdir", "size", "status", "time"], rows))
     print(f"channel: {channel.as_uri()} ({len(rows)} packages, {human_size(total)}, "
