@@ -9,8 +9,10 @@ machine's gcc and glibc. Versions tell the truth: where they differ from what a 
 for (gcc, glibc), the channel root gets `standin-variants.yaml`, to be merged over the variant file.
 
     python scripts/offline_channel.py --output ~/.cache/causal-conv1d-conda/standin
+    python scripts/offline_channel.py --python-prefix ~/.pyenv/versions/3.12.1   # add Python 3.12
 
-Re-running reuses every package already in the channel (same name, version and build string).
+Re-running reuses every package already in the channel (same name, version and build string);
+a run for another Python adds that Python's packages and keeps the others'.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ GLIBC_LIB_NAMES = (
     "libnss_dns.so.2", "libnss_compat.so.2",
 )
 GLIBC_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
+# py311 in a build string (py311h1234abc_0, cuda130_generic_py311_h...): built for CPython 3.11.
+PY_BUILD_TAG_RE = re.compile(r"(?:^|_)py(3)(\d+)(?=h|_|$)")
 WHEEL_RE = re.compile(
     r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
 )
@@ -327,7 +331,8 @@ def detect_glibc() -> tuple[str, list[str]]:
     return version, libs
 
 
-def detect_torch(args: argparse.Namespace, py_tag: str, dirs: Sequence[Path]) -> tuple[str, Path, str]:
+def detect_torch(args: argparse.Namespace, py_ver: str, dirs: Sequence[Path]) -> tuple[str, Path, str]:
+    py_tag = "cp" + py_ver.replace(".", "")
     if args.torch_installed:
         site = Path(args.torch_installed)
         dists = sorted(site.glob("torch-*.dist-info"))
@@ -340,7 +345,12 @@ def detect_torch(args: argparse.Namespace, py_tag: str, dirs: Sequence[Path]) ->
         if not path.is_file() or wheel is None or wheel.name != "torch":
             raise UsageError(f"torch wheel not found: {path}")
     else:
-        wheel = find_wheel(dirs, "torch", f"=={args.torch}.*" if args.torch else "", py_tag)
+        constraint = f"=={args.torch}.*" if args.torch else ""
+        wheel = find_wheel(dirs, "torch", constraint, py_tag)
+        if wheel is None and not args.offline:
+            print(f"no torch{constraint} wheel for {py_tag} here: downloading one from PyPI (hundreds of MB)", flush=True)
+            pip_download([f"torch{constraint}"], CACHE_DIR / "wheels", py_ver)
+            wheel = find_wheel([*dirs, CACHE_DIR / "wheels"], "torch", constraint, py_tag)
         if wheel is None:
             where = ", ".join(str(d) for d in dirs)
             raise UsageError(f"no torch wheel for {py_tag} in {where}; pass --torch-wheel or --torch-installed")
@@ -376,7 +386,7 @@ def discover(args: argparse.Namespace) -> Machine:
     for lib in libgcc + libstdcxx:
         if not Path(lib).is_absolute() or not Path(lib).exists():
             raise UsageError(f"the compiler does not know where {lib} is")
-    torch_kind, torch_src, torch_version = detect_torch(args, py_tag, dirs)
+    torch_kind, torch_src, torch_version = detect_torch(args, py_ver, dirs)
     machine = Machine(python_prefix, python_version, py_ver, cuda_home, nvcc_version, cudart_version,
                       cc, cxx, gcc_version, glibc_version, glibc_libs, libgcc, libstdcxx,
                       torch_kind, torch_src, torch_version)
@@ -580,11 +590,13 @@ def variant_overrides(m: Machine) -> dict[str, list[str]]:
 
 def write_variants_file(channel: Path, m: Machine) -> Path:
     path = channel / VARIANTS_FILE_NAME
+    pythons = sorted({package_python(p) for p in (channel / TARGET_PLATFORM).glob("python-*.conda")} - {None},
+                     key=lambda v: tuple(map(int, v.split("."))))
     header = (
         "# Written by scripts/offline_channel.py: this stand-in channel's compilers and glibc are the\n"
         f"# machine's (gcc {m.gcc_version}, glibc {m.glibc_version}), not conda-forge's. Merge over the variant\n"
-        f"# file when building against it. It holds python {m.py_ver}, pytorch {m.torch_version} (CUDA\n"
-        f"# {m.cuda_mm}) only.\n"
+        f"# file when building against it. It holds python {', '.join(pythons)}, pytorch {m.torch_version}\n"
+        f"# (CUDA {m.cuda_mm}) only.\n"
     )
     tmp = path.with_suffix(".tmp")
     tmp.write_text(header + yaml.safe_dump(variant_overrides(m), sort_keys=False, default_flow_style=None))
@@ -632,15 +644,31 @@ def build_channel(m: Machine, channel: Path, threads: int, log, rebuild: frozens
             rows.append([name, version, build, subdir, human_size(found.stat().st_size), status,
                          human_duration(time.monotonic() - start)])
     clean_build_dirs(channel)
-    prune_channel(channel, {package_path(channel, row[3], row[0], row[1], row[2]) for row in rows}, log)
+    prune_channel(channel, {package_path(channel, row[3], row[0], row[1], row[2]) for row in rows}, m.py_ver, log)
     return rows
 
 
-def prune_channel(channel: Path, keep: set[Path], log) -> list[Path]:
-    """Remove packages no stand-in builds any more (older builds of a changed stand-in recipe)."""
+def package_python(path: Path) -> str | None:
+    """The Python X.Y a stand-in package is built for (from its file name), or None for any Python.
+
+    python-3.12.1-*, python_abi-3.12-*_cp312, and builds tagged py312 (numpy, pytorch, ...) belong
+    to 3.12; noarch packages and the toolchain belong to none.
+    """
+    name, version, build = path.name.removesuffix(".conda").rsplit("-", 2)
+    if name in ("python", "python_abi"):
+        return ".".join(version.split(".")[:2])
+    match = PY_BUILD_TAG_RE.search(build)
+    return f"{match[1]}.{match[2]}" if match else None
+
+
+def prune_channel(channel: Path, keep: set[Path], py_ver: str, log) -> list[Path]:
+    """Remove packages no stand-in builds any more (older builds of a changed stand-in recipe).
+
+    Packages of another Python stay: a channel built once per Python serves them all.
+    """
     removed = []
     for stale in sorted(p for sub in (TARGET_PLATFORM, "noarch") for p in (channel / sub).glob("*.conda")):
-        if stale not in keep:
+        if stale not in keep and package_python(stale) in (None, py_ver):
             log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
             stale.unlink()
             removed.append(stale)
@@ -664,7 +692,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--cc", help="host gcc to wrap (default: the newest /usr/bin/gcc-N)")
     parser.add_argument("--wheel-dir", action="append",
                         help=f"where to look for wheels (repeatable; default {', '.join(map(str, DEFAULT_WHEEL_DIRS))})")
-    parser.add_argument("--offline", action="store_true", help="never pip download a missing small wheel")
+    parser.add_argument("--offline", action="store_true",
+                        help="never pip download a missing wheel (torch for another Python, small pure-Python ones)")
     parser.add_argument("--rebuild", action="append", default=[], metavar="NAME",
                         help="rebuild this package even if the channel has it (repeatable; 'all' for every one): "
                              "a changed stand-in recipe keeps its name, version and build string")
@@ -695,8 +724,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     index_channel(channel, force=True)
     total = sum(p.stat().st_size for p in channel.glob("*/*.conda"))
     print(format_table(["package", "version", "build", "subdir", "size", "status", "time"], rows))
-    print(f"channel: {channel.as_uri()} ({len(rows)} packages, {human_size(total)}, "
-          f"{human_duration(time.monotonic() - start)})")
+    print(f"channel: {channel.as_uri()} ({len(rows)} packages for python {machine.py_ver}, "
+          f"{human_size(total)} in all, {human_duration(time.monotonic() - start)})")
     print(f"variant overrides: {variants_file} (merge over the variant file: compilers and glibc are the machine's)")
     return 0
 

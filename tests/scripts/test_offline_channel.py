@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -55,6 +56,33 @@ def test_missing_torch_wheel(tmp_path, capsys):
     assert code == 2
     assert err.count("\n") == 1 and "torch wheel" in err
     assert not out.exists()
+
+
+def torch_args(tmp_path: Path, **overrides) -> argparse.Namespace:
+    values = {"torch_installed": None, "torch_wheel": None, "torch": "2.14", "offline": False}
+    return argparse.Namespace(**{**values, **overrides})
+
+
+def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch):
+    """A stand-in for another Python needs torch for it: fetched from PyPI, pinned to --torch."""
+    calls = []
+
+    def fake_download(names, dest, py_ver):
+        calls.append((list(names), py_ver))
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+
+    monkeypatch.setattr(oc, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(oc, "pip_download", fake_download)
+    kind, path, version = oc.detect_torch(torch_args(tmp_path), "3.12", [tmp_path / "empty"])
+    assert calls == [(["torch==2.14.*"], "3.12")]
+    assert (kind, version) == ("wheel", "2.14.1") and path.parent == tmp_path / "cache" / "wheels"
+
+
+def test_missing_torch_wheel_offline_is_an_error_without_download(tmp_path, monkeypatch):
+    monkeypatch.setattr(oc, "pip_download", lambda *a: pytest.fail("--offline must not download"))
+    with pytest.raises(oc.UsageError, match="no torch wheel for cp312"):
+        oc.detect_torch(torch_args(tmp_path, offline=True), "3.12", [tmp_path / "empty"])
 
 
 @pytest.mark.skipif(not HAS_PY_SHARED, reason="the running Python has no shared libpython")
@@ -185,5 +213,35 @@ def test_prune_removes_only_packages_no_standin_builds(tmp_path):
     other = tmp_path / "noarch" / "repodata.json"
     other.parent.mkdir()
     other.write_text("{}")
-    removed = oc.prune_channel(tmp_path, {keep}, lambda _msg: None)
+    removed = oc.prune_channel(tmp_path, {keep}, "3.11", lambda _msg: None)
     assert removed == [old] and keep.exists() and not old.exists() and other.exists()
+
+
+def test_prune_keeps_the_packages_of_other_pythons(tmp_path):
+    """A channel built for 3.11, then for 3.12, serves both: the second run prunes only its own."""
+    ours_new = write_conda(oc.package_path(tmp_path, "linux-64", "numpy", "2.4.1", "py312hnew_0"))
+    ours_old = write_conda(oc.package_path(tmp_path, "linux-64", "numpy", "2.4.1", "py312hold_0"))
+    shared_old = write_conda(oc.package_path(tmp_path, "noarch", "pip", "26.3", "pyhold_0"))
+    theirs = [
+        write_conda(oc.package_path(tmp_path, "linux-64", "numpy", "2.4.1", "py311h845419f_0")),
+        write_conda(oc.package_path(tmp_path, "linux-64", "pytorch", "2.14.1", "cuda130_generic_py311_h90ee949_0")),
+        write_conda(oc.package_path(tmp_path, "linux-64", "python", "3.11.7", "h9770da4_0_cpython")),
+        write_conda(oc.package_path(tmp_path, "linux-64", "python_abi", "3.11", "8_cp311")),
+    ]
+    removed = oc.prune_channel(tmp_path, {ours_new}, "3.12", lambda _msg: None)
+    assert sorted(removed) == sorted([ours_old, shared_old])
+    assert ours_new.exists() and all(p.exists() for p in theirs)
+
+
+@pytest.mark.parametrize(("filename", "python"), [
+    ("python-3.12.1-h1234567_0_cpython.conda", "3.12"),
+    ("python_abi-3.10-8_cp310.conda", "3.10"),
+    ("numpy-2.4.1-py311h845419f_0.conda", "3.11"),
+    ("markupsafe-3.0.4-py314h3a93723_0.conda", "3.14"),
+    ("pytorch-2.14.1-cuda130_generic_py312_h90ee949_0.conda", "3.12"),
+    ("pip-26.3-pyhc1a33c8_0.conda", None),
+    ("libgcc-12.2.0-h839968c_0.conda", None),
+    ("cuda-version-13.0-hefd1383_0.conda", None),
+])
+def test_package_python_reads_the_file_name(filename, python):
+    assert oc.package_python(Path(filename)) == python
