@@ -28,15 +28,32 @@ export TORCH_NO_COMPILER_WRAPPER=1
 
 # Optional compiler cache, kept outside the output channel: scripts/build.py points
 # CAUSAL_CONV1D_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
-# hashed relative to it, so variants built in other build directories (another Python, a rebuild
-# after a recipe change) reuse the CUDA objects.
+# hashed relative to it, so variants built in other build directories (a rebuild after a recipe
+# change, another Python) reuse the CUDA objects.
 if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
   command -v ccache >/dev/null || { echo "CAUSAL_CONV1D_CCACHE_DIR is set but ccache is missing" >&2; exit 1; }
+  build_root="$(dirname "${SRC_DIR}")"
   export CCACHE_DIR="${CAUSAL_CONV1D_CCACHE_DIR}"
-  export CCACHE_BASEDIR="$(dirname "${SRC_DIR}")"
+  export CCACHE_BASEDIR="${build_root}"
   export CCACHE_NOHASHDIR=1
   export CCACHE_COMPILERCHECK=content
-  export PYTORCH_NVCC="ccache nvcc"
+  # Environment files are hard links into the package cache, so creating or removing any other
+  # environment (another build, a test prefix) moves their ctime; ccache would take that for a
+  # header edited mid-compile, compile again and store nothing. Their content and mtime still count.
+  export CCACHE_SLOPPINESS=include_file_ctime
+  # torch's headers sit in the Python-versioned site-packages, and ccache hashes the path of every
+  # header it preprocesses. nvcc finds them first through a link whose path names no Python, so
+  # the CUDA sources (which never include Python.h) of variants that differ only in Python
+  # preprocess to the same text and share their objects. The C++ binding includes Python.h and is
+  # compiled per Python.
+  ln -sfn "${SP_DIR}/torch/include" "${build_root}/torch-include"
+  trap 'rm -f "${build_root}/torch-include"' EXIT
+  export PYTORCH_NVCC="ccache nvcc -I${build_root}/torch-include -I${build_root}/torch-include/torch/csrc/api/include"
+  # nvcc's own include path is absolute ($BUILD_PREFIX/bin/../targets/...), so __FILE__ in the CUDA
+  # headers' asserts would name this build's directory and no two builds would share an object.
+  # Mapped away through the environment, which ccache does not hash: the map's only effect is on
+  # the preprocessed text, which it does.
+  export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -Xcompiler=-fmacro-prefix-map=${build_root}/="
   # ccache masquerading as the C++ compiler keeps the name torch's ABI check expects.
   ccache_bin="$(mktemp -d)"
   ln -s "$(command -v ccache)" "${ccache_bin}/$(basename "${CXX}")"
@@ -50,5 +67,6 @@ fi
 rm -f "${SP_DIR}"/causal_conv1d-*.dist-info/direct_url.json
 
 if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
-  ccache --show-stats
+  # Verbose: a compile that ccache could not cache is counted under its reason.
+  ccache --show-stats --verbose
 fi
