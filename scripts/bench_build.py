@@ -21,6 +21,7 @@ if __package__ in (None, ""):
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scripts.build import CCACHE_ENV, normalise_channel
+from scripts.build import CCACHE_ENV, cache_hits, normalise_channel
 from scripts.common import REPO_ROOT, PipelineError, format_table, human_duration, human_size, run_cli
 from scripts.variants import Selection, select
 
@@ -44,15 +45,15 @@ class Timing:
     cache: str
     seconds: float
     size: int
+    hits: str  # compiler-cache hits / cacheable compiles, from the build log ("-" without the cache)
 
 
 def timed_build(
     name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off",
-    channel: str | None = None,
 ) -> Timing:
     """One build.py run in a fresh output directory, its output streamed, its wall time measured."""
     env = {k: v for k, v in os.environ.items() if k != CCACHE_ENV}
-    command = [sys.executable, str(BUILD), "--channel", channel or args.channel, "--cuda", args.cuda,
+    command = [sys.executable, str(BUILD), "--channel", args.channel, "--cuda", args.cuda,
                "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip"]
     if cache_dir is None:
         command.append("--no-cache")
@@ -66,13 +67,20 @@ def timed_build(
         if result.returncode != 0:
             raise PipelineError(f"{name}: build.py exited {result.returncode}")
         (package,) = Path(output).glob("*/causal-conv1d-*.conda")
-        return Timing(name, python, arch, cache, seconds, package.stat().st_size)
+        logs = sorted(Path(output).glob("build-logs/*.log"))
+        if args.log_dir:
+            Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+            for path in logs:
+                shutil.copy2(path, Path(args.log_dir) / f"{name.replace(' ', '-')}-{path.name}")
+        log = "".join(p.read_text(errors="replace") for p in logs)
+        return Timing(name, python, arch, cache, seconds, package.stat().st_size, cache_hits(log))
 
 
 def report(timings: Sequence[Timing], ratio_name: str, ratio: float, target: str, json_path: str | None) -> None:
-    rows = [(t.name, t.python, t.arch, t.cache, human_duration(t.seconds), human_size(t.size)) for t in timings]
+    rows = [(t.name, t.python, t.arch, t.cache, t.hits, human_duration(t.seconds), human_size(t.size))
+            for t in timings]
     print()
-    print(format_table(["build", "python", "arch", "cache", "time", "size"], rows))
+    print(format_table(["build", "python", "arch", "cache", "hits", "time", "size"], rows))
     print(f"{ratio_name}: {ratio:.2f} (target {target})")
     if json_path:
         Path(json_path).write_text(json.dumps(
@@ -82,7 +90,7 @@ def report(timings: Sequence[Timing], ratio_name: str, ratio: float, target: str
 def bench_cache(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ccache-") as cache:
         a = timed_build("variant A", args, args.python_a, args.arch, Path(cache), "cold")
-        b = timed_build("variant B", args, args.python_b, args.arch, Path(cache), "warm", args.channel_b)
+        b = timed_build("variant B", args, args.python_b, args.arch, Path(cache), "warm")
     report([a, b], "warm B / cold A", b.seconds / a.seconds, "< 0.33", args.json)
 
 
@@ -102,12 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arch", default="9.0", help="the one architecture (default 9.0)")
     parser.add_argument("--python-a", default="3.11", help="Python of variant A")
     parser.add_argument("--python-b", default="3.12", help="Python of variant B (cache benchmark)")
-    parser.add_argument("--channel-b", help="channel for variant B (default --channel; a stand-in holds one Python)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--log-dir", help="keep each build's full log here (ccache statistics included)")
     args = parser.parse_args(argv)
     # Bad input fails here, before the first (long) build starts.
     args.channel = normalise_channel(args.channel)
-    args.channel_b = normalise_channel(args.channel_b) if args.channel_b else None
     for python in (args.python_a, args.python_b):
         select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
     {"cache": bench_cache, "archs": bench_archs}[args.what](args)

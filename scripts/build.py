@@ -47,6 +47,9 @@ STANDIN_OVERRIDES = "standin-variants.yaml"
 CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/build.sh (a build secret: never recorded)
 CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
 CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
+# `ccache --show-stats`, which recipe/build.sh prints at the end of a build that used the cache:
+# "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)".
+CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n\s*Hits:\s+(\d+)")
 
 
 def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +127,12 @@ def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
     return overrides
 
 
+def cache_hits(log: str) -> str:
+    """ "3/4" (compiler-cache hits / cacheable compiles) from a build log, "-" if the cache was off."""
+    found = CCACHE_HITS_RE.findall(log)
+    return f"{found[-1][1]}/{found[-1][0]}" if found else "-"
+
+
 @dataclass
 class Outcome:
     variant: PlannedVariant
@@ -131,6 +140,7 @@ class Outcome:
     seconds: float = 0.0
     package: Path | None = None
     error: str = ""
+    cache_hits: str = "-"
 
 
 class Progress:
@@ -142,7 +152,7 @@ class Progress:
 
     MILESTONE = re.compile(
         r"\[\d+/\d+\] |✔|✖|Testing commands|tests? (passed|failed)|\d+ passed|GPU tests skipped|"
-        r"Cacheable calls|^\s+Hits:|Packaging new files|Linking check|overlink",
+        r"Cacheable calls|^\s+Hits:|^Errors:|Input file modified|Packaging new files|Linking check|overlink",
         re.IGNORECASE,
     )
 
@@ -238,7 +248,8 @@ def build_one(
     if not packages:
         existing = sorted(output_dir.glob(f"*/causal-conv1d-*-{variant.build_string}.conda"))
         return Outcome(variant, "skipped", time.monotonic() - start, existing[0] if existing else None)
-    return Outcome(variant, "ok", time.monotonic() - start, packages[0])
+    hits = cache_hits(Path(progress.log.name).read_text(errors="replace"))
+    return Outcome(variant, "ok", time.monotonic() - start, packages[0], cache_hits=hits)
 
 
 def print_summary(outcomes: Sequence[Outcome]) -> None:
@@ -246,9 +257,9 @@ def print_summary(outcomes: Sequence[Outcome]) -> None:
     for o in outcomes:
         size = human_size(o.package.stat().st_size) if o.package and o.package.exists() else "-"
         where = os.path.relpath(o.package) if o.package else (o.error or "-")
-        rows.append((o.variant.label, o.result, human_duration(o.seconds), size, where))
+        rows.append((o.variant.label, o.result, human_duration(o.seconds), o.cache_hits, size, where))
     print()
-    print(format_table(["variant", "result", "time", "size", "path"], rows))
+    print(format_table(["variant", "result", "time", "cache hits", "size", "path"], rows))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -91,3 +91,15 @@ def test_no_cache_unsets_the_build_secret(monkeypatch, tmp_path):
     monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
     build.configure_compiler_cache(False, tmp_path / "out")
     assert os.environ[build.CCACHE_ENV] == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
+
+
+def test_cache_hits_come_from_the_last_ccache_statistics():
+    log = (
+        "Cacheable calls:    4 /    4 (100.0%)\n  Hits:               0 /    4 ( 0.00%)\n"
+        "... the build ...\n"
+        "Cacheable calls:    4 /    4 (100.0%)\n  Hits:               3 /    4 (75.00%)\n"
+        "    Direct:           0 /    3 ( 0.00%)\n    Preprocessed:     3 /    3 (100.0%)\n"
+        "  Misses:             1 /    4 (25.00%)\n"
+    )
+    assert build.cache_hits(log) == "3/4"
+    assert build.cache_hits("compiler cache: off (--no-cache)\n") == "-"
