@@ -1,9 +1,11 @@
 """The whole pipeline, for real, offline: stand-in channel -> build.py -> install -> import.
 
-One marked test (run with --slow): builds the unchanged recipe for CUDA 13.0 / Python 3.11 /
+Marked tests (run with --slow): the first builds the unchanged recipe for CUDA 13.0 / Python 3.11 /
 torch 2.14 / sm_90 against the offline stand-in channel, with rattler-build's own solve, build
 environments, source fetch, patches, build script, nvcc compile, linking checks, test section and
-index, then installs the result with py-rattler into a fresh prefix and inspects it.
+index, then installs the result with py-rattler into a fresh prefix and inspects it. The second
+builds the same variant for Python 3.12 with the compiler cache the first one filled, and checks
+that its CUDA objects came from that cache.
 """
 
 import json
@@ -18,11 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from scripts.build import cache_hits
 from scripts.channel import install_into_prefix
 from scripts.common import REPO_ROOT, human_duration, human_size
 from scripts.sources import cache_dir
 
 CUDA, PYTHON, TORCH, ARCH = "13.0", "3.11", "2.14", "9.0"
+PYTHON_B = "3.12"  # variant B differs from the first build in Python alone
+PYTHON_B_PREFIX_ENV = "CAUSAL_CONV1D_PYTHON_B_PREFIX"
 
 
 def cuobjdump() -> str:
@@ -37,49 +42,78 @@ def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(args, check=True, text=True, **kwargs)
 
 
+def python_prefix(version: str) -> Path:
+    """A CPython X.Y installation with a shared libpython (what the stand-in repacks)."""
+    candidates = [os.environ.get(PYTHON_B_PREFIX_ENV, ""),
+                  *sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob(f"{version}.*")),
+                  "/usr/local", "/usr"]
+    for candidate in filter(None, candidates):
+        prefix = Path(candidate)
+        if (prefix / "bin" / f"python{version}").exists() and list((prefix / "lib").glob(f"libpython{version}.so*")):
+            return prefix
+    pytest.fail(f"no CPython {version} with a shared libpython found for variant B: set {PYTHON_B_PREFIX_ENV}")
+
+
 @pytest.fixture(scope="module")
 def standin() -> Path:
-    """The offline stand-in channel, built once and cached outside the clone."""
+    """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
-    run(sys.executable, str(REPO_ROOT / "scripts" / "offline_channel.py"), "--output", str(channel))
+    script = str(REPO_ROOT / "scripts" / "offline_channel.py")
+    run(sys.executable, script, "--output", str(channel))
+    run(sys.executable, script, "--output", str(channel), "--python-prefix", str(python_prefix(PYTHON_B)),
+        "--torch", TORCH)
     return channel
 
 
 @pytest.fixture(scope="module")
-def built(standin):
-    # A fixed place: ccache keys on paths relative to the build root, and rattler-build pads the
-    # host prefix to a length that depends on the output directory's, so a stable output path lets
-    # a second CI run reuse the compiled objects.
-    output = cache_dir() / "e2e-output"
-    shutil.rmtree(output, ignore_errors=True)
+def ccache(tmp_path_factory) -> Path:
+    """A compiler cache of this run alone: what variant B finds in it, the first build put there."""
+    return tmp_path_factory.mktemp("ccache")
+
+
+def build_variant(channel: Path, output: Path, python: str, ccache: Path) -> tuple[Path, str, float]:
+    """build.py for one variant, its output streamed (a long compile shows progress in the CI log)."""
     start = time.monotonic()
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "build.py"), "--channel", standin.as_uri(),
-               "--output-dir", str(output), "--cuda", CUDA, "--python", PYTHON, "--torch", TORCH, "--arch", ARCH]
-    # Streamed, so a long compile shows its progress in the CI log; kept for the checks below.
-    with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
-        lines = []
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "build.py"), "--channel", channel.as_uri(),
+               "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--arch", ARCH]
+    env = {**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
+    with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
             print(line, end="", flush=True)
-            lines.append(line)
     seconds = time.monotonic() - start
     assert process.returncode == 0, "build.py failed (log above)"
-    (package,) = output.glob("*/causal-conv1d-*.conda")
-    print(f"\nend-to-end build: {human_duration(seconds)}, package {human_size(package.stat().st_size)}")
-    return output, package, "".join(lines)
+    tag = f"cuda{CUDA.replace('.', '')}_py{python.replace('.', '')}_torch{TORCH.replace('.', '')}_h"
+    (package,) = output.glob(f"*/causal-conv1d-*-{tag}*.conda")
+    (log,) = output.glob(f"build-logs/{tag}*.log")
+    print(f"\npython {python} build: {human_duration(seconds)}, package {human_size(package.stat().st_size)}")
+    return package, log.read_text(errors="replace"), seconds
+
+
+@pytest.fixture(scope="module")
+def built(standin, ccache):
+    # rattler-build pads the host prefix to a length that depends on the output directory's, and
+    # the CUDA headers' paths are part of what ccache hashes: one output directory for both builds.
+    output = cache_dir() / "e2e-output"
+    shutil.rmtree(output, ignore_errors=True)
+    package, log, seconds = build_variant(standin, output, PYTHON, ccache)
+    return output, package, log, seconds
+
+
+def unpack(package: Path, destination: Path) -> Path:
+    from rattler.package_streaming import extract
+
+    extract(package, destination)
+    return destination
 
 
 @pytest.fixture(scope="module")
 def unpacked(built, tmp_path_factory) -> Path:
-    from rattler.package_streaming import extract
-
-    destination = tmp_path_factory.mktemp("unpacked")
-    extract(built[1], destination)
-    return destination
+    return unpack(built[1], tmp_path_factory.mktemp("unpacked"))
 
 
 @pytest.mark.slow
-def test_end_to_end(standin, built, unpacked, tmp_path):
-    output, package, log = built
+def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
+    output, package, log, _seconds = built
 
     # The package: name, version, build string, run dependencies.
     index = json.loads((unpacked / "info" / "index.json").read_text())
@@ -107,7 +141,7 @@ def test_end_to_end(standin, built, unpacked, tmp_path):
     # Installed text files must not name the build machine's paths (info/ records the build's own
     # directories by design); no file at all may name the compiler cache, which reaches the build
     # only as a secret.
-    ccache_dir = str(cache_dir() / "ccache").encode()
+    ccache_dir = str(ccache).encode()
     leaked = []
     for f in unpacked.rglob("*"):
         if not f.is_file():
@@ -129,3 +163,21 @@ def test_end_to_end(standin, built, unpacked, tmp_path):
                 "import causal_conv1d, torch; print(causal_conv1d.__version__, torch.__version__)",
                 capture_output=True, env={**os.environ, "PYTHONNOUSERSITE": "1"})
     assert probe.stdout.split()[0] == "1.7.0" and probe.stdout.split()[1].startswith("2.14"), probe.stdout
+
+
+@pytest.mark.slow
+def test_another_python_reuses_the_cuda_objects(standin, built, ccache, tmp_path):
+    """Variant B (Python 3.12) takes its three CUDA objects from the cache the 3.11 build filled.
+
+    The cache is this run's own, so only the first build can have put them there. The C++ binding
+    includes Python.h and must be compiled again: 3 hits of 4 cacheable compiles, no more, no less.
+    """
+    output, _package, _log, seconds_a = built
+    package, log, seconds_b = build_variant(standin, output, PYTHON_B, ccache)
+    assert cache_hits(log) == "3/4", [line for line in log.splitlines() if "Hits:" in line or "Misses:" in line]
+    unpacked = unpack(package, tmp_path / "unpacked")
+    depends = json.loads((unpacked / "info" / "index.json").read_text())["depends"]
+    assert "python_abi 3.12.* *_cp312" in depends, depends
+    assert list(unpacked.glob("lib/python3.12/site-packages/causal_conv1d_cuda.cpython-312-*.so"))
+    print(f"variant B with the first build's cache: {human_duration(seconds_b)}, "
+          f"{seconds_b / seconds_a:.2f} of the first build's {human_duration(seconds_a)} (figures, not asserted)")
