@@ -23,3 +23,19 @@ def test_bad_input_exits_2_before_building(args, message):
     assert result.returncode == 2
     assert result.stderr.startswith(message), result.stderr
     assert "==" not in result.stdout  # no build was started
+
+
+def test_report_prints_every_ratio_and_writes_the_figures(tmp_path, capsys):
+    import json
+
+    from scripts.bench_build import Timing, report
+
+    timings = [Timing("variant A", "3.11", "9.0", "cold", 356.0, 21_861_976, "0/4"),
+               Timing("variant B", "3.12", "9.0", "warm", 42.4, 21_861_789, "3/4")]
+    path = tmp_path / "figures.json"
+    report(timings, [("warm B / cold A", 42.4 / 356.0, "< 0.33")], str(path))
+    out = capsys.readouterr().out
+    assert "warm B / cold A: 0.12 (target < 0.33)" in out
+    assert any(line.split()[:2] == ["variant", "B"] and "3/4" in line for line in out.splitlines())
+    figures = json.loads(path.read_text())
+    assert figures["warm B / cold A"] == 42.4 / 356.0 and figures["builds"][1]["hits"] == "3/4"
