@@ -48,8 +48,9 @@ CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/build.sh (a build secr
 CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
 CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
 # `ccache --show-stats`, which recipe/build.sh prints at the end of a build that used the cache:
-# "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)".
-CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n\s*Hits:\s+(\d+)")
+# "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)" (the build script's stderr, such
+# as a `set -x` trace, can land between the two).
+CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s*Hits:\s+(\d+)")
 
 
 def add_selector_arguments(parser: argparse.ArgumentParser) -> None:

@@ -103,3 +103,5 @@ def test_cache_hits_come_from_the_last_ccache_statistics():
     )
     assert build.cache_hits(log) == "3/4"
     assert build.cache_hits("compiler cache: off (--no-cache)\n") == "-"
+    interleaved = "Cacheable calls:    4 /    9 (44.44%)\n++ rm -f /bld/torch-include\n  Hits:    0 /    4 ( 0.00%)\n"
+    assert build.cache_hits(interleaved) == "0/4"
