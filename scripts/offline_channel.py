@@ -138,6 +138,11 @@ def parse_wheel_name(path: Path) -> Wheel | None:
     return Wheel(path, normalize(match["name"]), match["version"])
 
 
+def cpython_tag(py_ver: str) -> str:
+    """The wheel tag of CPython X.Y: 3.11 -> cp311."""
+    return "cp" + py_ver.replace(".", "")
+
+
 def wheel_fits(path: Path, py_tag: str) -> bool:
     """Whether a wheel installs on linux-64 CPython `py_tag` (e.g. cp311)."""
     match = WHEEL_RE.match(path.name)
@@ -259,7 +264,7 @@ class Machine:
 
     @property
     def py_tag(self) -> str:
-        return "cp" + self.py_ver.replace(".", "")
+        return cpython_tag(self.py_ver)
 
 
 def _run(cmd: Sequence[str]) -> str:
@@ -332,7 +337,7 @@ def detect_glibc() -> tuple[str, list[str]]:
 
 
 def detect_torch(args: argparse.Namespace, py_ver: str, dirs: Sequence[Path]) -> tuple[str, Path, str]:
-    py_tag = "cp" + py_ver.replace(".", "")
+    py_tag = cpython_tag(py_ver)
     if args.torch_installed:
         site = Path(args.torch_installed)
         dists = sorted(site.glob("torch-*.dist-info"))
@@ -376,7 +381,7 @@ def discover(args: argparse.Namespace) -> Machine:
     dirs = [Path(d) for d in (args.wheel_dir or DEFAULT_WHEEL_DIRS)]
     python_prefix = Path(args.python_prefix or sys.base_prefix)
     python_version, py_ver = detect_python(python_prefix)
-    py_tag = "cp" + py_ver.replace(".", "")
+    py_tag = cpython_tag(py_ver)
     cuda_home = Path(args.cuda_home or os.environ.get("CUDA_HOME") or "/usr/local/cuda")
     nvcc_version, cudart_version = detect_cuda(cuda_home)
     cc, cxx, gcc_version = detect_compilers(args.cc)
