@@ -1,3 +1,4 @@
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,3 +27,20 @@ def sdist() -> Path:
     from scripts.sources import fetch_sdist
 
     return fetch_sdist()
+
+
+@pytest.fixture(scope="session")
+def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
+    """sys.path entries giving upstream's causal_conv1d package on the CPU stand-in extension.
+
+    Upstream's Python interface comes from the pinned sdist; tests/recipe/cpu_kernel replaces
+    the compiled causal_conv1d_cuda. The kernel tests and the benchmark run on it without a GPU.
+    """
+    from scripts.sources import unpack_patched
+
+    # Not a skip: without torch these checks would silently never run (requirements-dev.txt has it).
+    assert importlib.util.find_spec("torch"), "the CPU stand-in needs torch: pip install -r requirements-dev.txt"
+    del sdist  # downloaded by its fixture; unpack_patched reads it from the cache
+    root = unpack_patched(tmp_path_factory.mktemp("sdist"))
+    assert (root / "causal_conv1d" / "cpp_functions.py").is_file()
+    return [root, REPO_ROOT / "tests" / "recipe" / "cpu_kernel"]

@@ -1,0 +1,99 @@
+"""recipe/tests/test_kernels.py run on the CPU against a stand-in extension: the tests themselves work.
+
+No GPU is here, so the package's kernel tests would only ever be skipped. This runs them with
+CAUSAL_CONV1D_TEST_DEVICE=cpu, beneath upstream's real Python interface (from the pinned sdist)
+and cpu_kernel/causal_conv1d_cuda.py in place of the compiled extension:
+
+* against a correct stand-in every case passes (the tests, their references, tolerances, state
+  and gradient plumbing run end to end);
+* with one bug planted at a time, exactly the tests that cover that feature fail.
+
+All of it is one pytest run in a subprocess (cpu_kernel/planted_bugs.py parametrizes the kernel
+tests over the bugs), about half a minute.
+
+What it cannot show is that the CUDA kernels pass: that needs a GPU (scripts/gpu_test.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KERNEL_TESTS = REPO_ROOT / "recipe" / "tests" / "test_kernels.py"
+# "test_fwd_bwd[bug=silu_grad-float32-2-...]": planted_bugs.py's parameter comes first.
+BUG_ID = re.compile(r"^(\w+)\[bug=(\w+)-(.+)\]$")
+
+# bug -> (test functions that must fail, a word every failing case id has, a word none has)
+PLANTED = {
+    "flipped_weight": ({"test_fwd_bwd", "test_states", "test_seq_idx", "test_update", "test_update_state_indices"},
+                       None, None),
+    "silu_grad": ({"test_fwd_bwd", "test_states", "test_seq_idx"}, None, "linear"),
+    "dweight_scale": ({"test_fwd_bwd", "test_states", "test_seq_idx"}, None, None),
+    "dbias_missing": ({"test_fwd_bwd", "test_states", "test_seq_idx"}, None, "nobias"),
+    "dinitial_missing": ({"test_states", "test_seq_idx"}, "initial", None),
+    "final_states_shift": ({"test_states"}, "final", None),
+    "seq_idx_ignored": ({"test_seq_idx"}, None, None),
+    "padding_not_zeroed": ({"test_seq_idx"}, "padding", None),
+    "state_not_written": ({"test_update", "test_update_state_indices"}, None, None),
+    "cache_seqlens_ignored": ({"test_update", "test_update_state_indices"}, "cache_seqlens", None),
+    "padded_row_computed": ({"test_update_state_indices"}, "padding", None),
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes(cpu_causal_conv1d, tmp_path_factory) -> dict[str, dict[str, str]]:
+    """{bug ("none" for the correct stand-in): {case id: passed|failed|error|skipped}}, from one run."""
+    tmp = tmp_path_factory.mktemp("dry-run")
+    report = tmp / "report.xml"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CAUSAL_CONV1D_")}
+    environ.update(
+        CAUSAL_CONV1D_TEST_DEVICE="cpu", CAUSAL_CONV1D_CPU_KERNEL_BUGS=",".join(["none", *PLANTED, "no_such_bug"]),
+        PYTHONPATH=os.pathsep.join(str(p) for p in cpu_causal_conv1d), PYTHONDONTWRITEBYTECODE="1",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "planted_bugs", "-q",
+         "-W", "ignore::UserWarning", "--rootdir", str(KERNEL_TESTS.parent), "-c", os.devnull,
+         f"--junitxml={report}", str(KERNEL_TESTS)],
+        capture_output=True, text=True, timeout=600, cwd=tmp, env=environ,
+    )
+    assert report.is_file(), result.stdout + result.stderr
+    by_bug: dict[str, dict[str, str]] = {}
+    for case in ET.parse(report).iter("testcase"):
+        kinds = {child.tag for child in case}
+        outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+        match = BUG_ID.match(case.get("name"))
+        assert match, case.get("name")
+        function, bug, params = match.groups()
+        by_bug.setdefault(bug, {})[f"{function}[{params}]"] = {"failure": "failed"}.get(outcome, outcome)
+    return by_bug
+
+
+def test_every_case_passes_against_a_correct_kernel(outcomes):
+    correct = outcomes["none"]
+    assert len(correct) >= 360
+    not_passed = {name: outcome for name, outcome in correct.items() if outcome != "passed"}
+    assert not not_passed, not_passed
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_a_planted_bug_fails_exactly_the_tests_that_cover_it(outcomes, bug):
+    functions, every_has, none_has = PLANTED[bug]
+    # fp32, width-4 cases only (planted_bugs.py): every feature; "none" covers all dtypes and widths.
+    cases = outcomes[bug]
+    assert len(cases) == len(outcomes["none"]) // 9
+    failed = sorted(name for name, outcome in cases.items() if outcome == "failed")
+    assert {name.split("[")[0] for name in failed} == functions, failed
+    assert all(every_has in name for name in failed) if every_has else True, failed
+    assert not any(none_has in name for name in failed) if none_has else True, failed
+    assert not any(outcome in ("error", "skipped") for outcome in cases.values()), cases
+
+
+def test_an_unknown_planted_bug_is_refused(outcomes):
+    assert set(outcomes["no_such_bug"].values()) == {"failed"}
