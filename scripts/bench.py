@@ -26,11 +26,11 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 
 from scripts.common import PipelineError, UsageError, format_table, run_cli
 
 WIDTH = 4
-DEVICE = "cuda"  # tests of this script swap in "cpu" with a stand-in timer
 DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 OPS = ("fwd", "bwd", "update")
 LAYOUTS = ("channel_first", "channel_last")
@@ -126,8 +126,19 @@ def parse_list(value: str, accepted: Sequence[str], what: str) -> list[str]:
 # Measuring (torch and the package are imported only here)
 
 
-def require_gpu():
-    """torch and the installed package, or a PipelineError saying in one line what is missing."""
+@dataclass
+class Device:
+    """What the benchmark runs on: torch, the package's interface, and the GPU's name."""
+
+    torch: ModuleType
+    iface: ModuleType
+    name: str
+    capability: str  # "9.0"
+    kind: str = "cuda"  # a torch device type; tests use "cpu" with a CPU stand-in of the extension
+
+
+def open_device() -> Device:
+    """torch, the installed package and the GPU, or a PipelineError saying in one line what is missing."""
     try:
         import torch
     except ImportError:
@@ -140,11 +151,13 @@ def require_gpu():
         from causal_conv1d import causal_conv1d_interface
     except ImportError as exc:
         raise PipelineError(f"bench.py needs the causal_conv1d package installed: {exc}") from None
-    return torch, causal_conv1d_interface
+    major, minor = torch.cuda.get_device_capability(0)
+    return Device(torch, causal_conv1d_interface, torch.cuda.get_device_name(0), f"{major}.{minor}")
 
 
-def time_ms(torch, fn: Callable[[], object], repeats: int, warmup: int = 5) -> float:
+def time_ms(device: Device, fn: Callable[[], object], repeats: int, warmup: int = 5) -> float:
     """Median milliseconds per call: CUDA events around batches of calls sized to about 1 ms."""
+    torch = device.torch
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -165,9 +178,9 @@ def time_ms(torch, fn: Callable[[], object], repeats: int, warmup: int = 5) -> f
     return statistics.median(samples)
 
 
-def measure(torch, iface, case: Case, repeats: int, with_ref: bool) -> Result:
+def measure(device: Device, case: Case, repeats: int, with_ref: bool) -> Result:
+    torch, iface, dev = device.torch, device.iface, device.kind
     dtype = getattr(torch, DTYPES[case.dtype])
-    dev = DEVICE
     weight = torch.randn(case.dim, WIDTH, device=dev, dtype=torch.float32)
     bias = torch.randn(case.dim, device=dev, dtype=torch.float32)
     if case.op == "update":
@@ -191,12 +204,12 @@ def measure(torch, iface, case: Case, repeats: int, with_ref: bool) -> Result:
             run = lambda: torch.autograd.grad(out, inputs, grad, retain_graph=True)  # noqa: E731
             out_ref = iface.causal_conv1d_ref(*inputs, activation="silu") if with_ref else None
             ref = lambda: torch.autograd.grad(out_ref, inputs, grad, retain_graph=True)  # noqa: E731
-    kernel_ms = time_ms(torch, run, repeats)
+    kernel_ms = time_ms(device, run, repeats)
     moved = bytes_moved(case)
     src = torch.empty(moved // 2, device=dev, dtype=torch.uint8)
     dst = torch.empty_like(src)
-    copy_ms = time_ms(torch, lambda d=dst, s=src: d.copy_(s), repeats)
-    ref_ms = time_ms(torch, ref, max(3, repeats // 3)) if with_ref else None
+    copy_ms = time_ms(device, lambda d=dst, s=src: d.copy_(s), repeats)
+    ref_ms = time_ms(device, ref, max(3, repeats // 3)) if with_ref else None
     del src, dst
     return Result(case, moved, kernel_ms, copy_ms, ref_ms)
 
@@ -261,29 +274,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             raise UsageError("--plot needs matplotlib, which is not installed (pip install matplotlib)") from None
 
-    torch, iface = require_gpu()
-    name = torch.cuda.get_device_name(0)
-    major, minor = torch.cuda.get_device_capability(0)
-    print(f"{name} (compute capability {major}.{minor}), torch {torch.__version__}, width {WIDTH}")
+    device = open_device()
+    print(f"{device.name} (compute capability {device.capability}), torch {device.torch.__version__}, width {WIDTH}")
+    cases = default_cases(ops, dtypes, layouts)
     results = []
-    for case in default_cases(ops, dtypes, layouts):
-        result = measure(torch, iface, case, args.repeats, with_ref=not args.no_ref)
+    for number, case in enumerate(cases, 1):
+        result = measure(device, case, args.repeats, with_ref=not args.no_ref)
         results.append(result)
-        print(f"  {case.label}: {result.kernel_ms * 1e3:.1f} us", flush=True)
-        torch.cuda.empty_cache()
+        print(f"  [{number}/{len(cases)}] {case.label}: {result.kernel_ms * 1e3:.1f} us", flush=True)
+        if device.kind == "cuda":
+            device.torch.cuda.empty_cache()
     print()
     print(table(results))
 
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "device": name, "compute_capability": f"{major}.{minor}", "torch": torch.__version__,
+            "device": device.name, "compute_capability": device.capability, "torch": device.torch.__version__,
             "results": [r.to_dict() for r in results],
         }, indent=2) + "\n")
         print(f"wrote {args.json}")
     if args.plot is not None:
         args.plot.parent.mkdir(parents=True, exist_ok=True)
-        plot(results, args.plot, f"causal-conv1d on {name}")
+        plot(results, args.plot, f"causal-conv1d on {device.name}")
         print(f"wrote {args.plot}")
     return 0
 

@@ -1,9 +1,13 @@
-"""scripts/bench.py without a GPU: a one-line error and a non-zero exit; its pure parts."""
+"""scripts/bench.py without a GPU: a one-line error and a non-zero exit; its pure parts; a whole run on the
+CPU stand-in of the extension (tests/recipe/cpu_kernel), where only the CUDA-event timer is swapped out."""
 
 from __future__ import annotations
 
+import json
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,55 @@ def test_default_cases_and_byte_model():
     assert result.of_copy == pytest.approx(0.8)
     assert result.speedup == pytest.approx(5.0)
     assert "fwd bf16 cf 2x4096x1024" in bench.table([result])
+
+
+@pytest.fixture
+def cpu_device(monkeypatch, cpu_causal_conv1d):
+    """bench.py's Device on the CPU stand-in extension, with a wall-clock timer for CUDA events."""
+    for path in reversed(cpu_causal_conv1d):
+        monkeypatch.syspath_prepend(str(path))
+    import torch
+    from causal_conv1d import causal_conv1d_interface
+
+    def wall_ms(device, fn, repeats, warmup=1):
+        fn()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(samples)
+
+    device = bench.Device(torch, causal_conv1d_interface, "CPU stand-in", "0.0", kind="cpu")
+    monkeypatch.setattr(bench, "open_device", lambda: device)
+    monkeypatch.setattr(bench, "time_ms", wall_ms)
+    monkeypatch.setattr(bench, "SEQ_SHAPES", [(2, 64, 128)])
+    monkeypatch.setattr(bench, "UPDATE_SHAPES", [(2, 64, 1), (2, 64, 3)])
+    return device
+
+
+def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
+    """Every op through upstream's interface, then table, JSON and plot (the CUDA timer swapped out)."""
+    assert bench.main(["--repeats", "2", "--json", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]) == 0
+    out = capsys.readouterr().out
+    assert "CPU stand-in (compute capability 0.0)" in out
+    assert "[12/12] update fp16 2x64x3" in out
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert data["device"] == "CPU stand-in"
+    results = data["results"]
+    assert [r["op"] for r in results] == ["fwd"] * 4 + ["bwd"] * 4 + ["update"] * 2 * 2
+    for r in results:
+        assert r["kernel_ms"] > 0 and r["copy_ms"] > 0 and r["ref_ms"] > 0
+        assert r["bandwidth_gbs"] == pytest.approx(r["bytes"] / (r["kernel_ms"] * 1e-3) / 1e9)
+        assert r["speedup_vs_ref"] == pytest.approx(r["ref_ms"] / r["kernel_ms"])
+        assert r["label"] in out
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_ref_leaves_the_speedup_out(cpu_device, tmp_path, capsys):
+    assert bench.main(["--ops", "bwd", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "1",
+                       "--no-ref", "--json", str(tmp_path / "b.json")]) == 0
+    (result,) = json.loads((tmp_path / "b.json").read_text())["results"]
+    assert result["label"] == "bwd bf16 cl 2x64x128"
+    assert result["ref_ms"] is None and result["speedup_vs_ref"] is None
+    assert "bwd bf16 cl 2x64x128" in capsys.readouterr().out
