@@ -61,6 +61,21 @@ def assert_close(actual, expected, tolerance: tuple[float, float], what: str) ->
     )
 
 
+def backward_and_compare(out, out_ref, dtype: str, **grads) -> None:
+    """Back-propagate one random gradient through both outputs and compare the named leaves' grads.
+
+    grads: name=(leaf, reference leaf); pairs whose leaf is None are left out. Weight and bias
+    grads are fp32 (their tolerance); the others are in the input dtype.
+    """
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    out_ref.backward(grad)
+    for name, (tensor, reference) in grads.items():
+        if tensor is not None:
+            tolerance = WEIGHT_GRAD_TOLERANCE if name in ("dweight", "dbias") else TOLERANCES[dtype]
+            assert_close(tensor.grad, reference.grad, tolerance, name)
+
+
 def make_x(batch: int, dim: int, seqlen: int, dtype: str, channel_last: bool):
     """x of shape (batch, dim, seqlen) in the given memory layout, a strided view as in real use."""
     if channel_last:
@@ -104,13 +119,7 @@ def test_fwd_bwd(cc, dtype, width, layout, has_bias, silu, seqlen):
     assert out.shape == (batch, dim, seqlen) and out.dtype == x.dtype
     assert_close(out, out_ref, TOLERANCES[dtype], "out")
 
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    out_ref.backward(grad)
-    assert_close(x.grad, x_ref.grad, TOLERANCES[dtype], "dx")
-    assert_close(weight.grad, weight_ref.grad, WEIGHT_GRAD_TOLERANCE, "dweight")
-    if has_bias:
-        assert_close(bias.grad, bias_ref.grad, WEIGHT_GRAD_TOLERANCE, "dbias")
+    backward_and_compare(out, out_ref, dtype, dx=(x, x_ref), dweight=(weight, weight_ref), dbias=(bias, bias_ref))
 
 
 @pytest.mark.parametrize(
@@ -149,14 +158,8 @@ def test_states(cc, dtype, width, has_initial, return_final):
         out_ref = out_ref + torch.sigmoid(final_ref).sum(dim=-1, keepdim=True)
     assert_close(out, out_ref, TOLERANCES[dtype], "out")
 
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    out_ref.backward(grad)
-    assert_close(x.grad, x_ref.grad, TOLERANCES[dtype], "dx")
-    assert_close(weight.grad, weight_ref.grad, WEIGHT_GRAD_TOLERANCE, "dweight")
-    assert_close(bias.grad, bias_ref.grad, WEIGHT_GRAD_TOLERANCE, "dbias")
-    if has_initial:
-        assert_close(initial.grad, initial_ref.grad, TOLERANCES[dtype], "dinitial_states")
+    backward_and_compare(out, out_ref, dtype, dx=(x, x_ref), dweight=(weight, weight_ref), dbias=(bias, bias_ref),
+                         dinitial_states=(initial, initial_ref))
 
 
 def _seq_idx(lengths_per_row: list[list[int]], pad_to: int):
@@ -197,14 +200,8 @@ def test_seq_idx(cc, dtype, width, case):
         assert torch.all(out.transpose(1, 2)[seq_idx < 0] == 0), "padded positions must be zero"
         return  # upstream checks padding in the forward pass only
 
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    out_ref.backward(grad)
-    assert_close(x.grad, x_ref.grad, TOLERANCES[dtype], "dx")
-    assert_close(weight.grad, weight_ref.grad, WEIGHT_GRAD_TOLERANCE, "dweight")
-    assert_close(bias.grad, bias_ref.grad, WEIGHT_GRAD_TOLERANCE, "dbias")
-    if initial is not None:
-        assert_close(initial.grad, initial_ref.grad, TOLERANCES[dtype], "dinitial_states")
+    backward_and_compare(out, out_ref, dtype, dx=(x, x_ref), dweight=(weight, weight_ref), dbias=(bias, bias_ref),
+                         dinitial_states=(initial, initial_ref))
 
 
 # ---------------------------------------------------------------------------------------------
