@@ -1,0 +1,337 @@
+"""GPU checks on a machine with a GPU but no conda channel: pip-build the patched sdist, run the tests, benchmark.
+
+    python scripts/gpu_check.py prepare                    # here (network): patched source into .device/
+    python scripts/gpu_check.py run --out results/         # there: build, tests, benchmark, summary
+
+`prepare` unpacks the pinned sdist and applies recipe/patches (so the GPU machine needs neither
+network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
+torch and nvcc (TORCH_CUDA_ARCH_LIST from --arch, default this GPU's), installs it into a folder
+of its own (the machine's Python is left as it was), runs what the package's test section runs
+(check_arch.py, recipe/tests and the upstream subset, the GPU required), then scripts/bench.py.
+Results land in --out: build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
+summary.json, and a summary table is printed. This is the quick path for a lent GPU machine;
+the packages themselves are tested with scripts/gpu_test.py.
+
+Exit status: 0 all passed, 1 a step failed, 2 bad input (nothing written).
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.common import REPO_ROOT, PipelineError, UsageError, format_table, human_duration, human_size, run_cli
+from scripts.gpu import detect_compute_capabilities
+from scripts.sources import unpack_patched
+from scripts.variants import load_variant_files, parse_arch_list
+
+DEFAULT_DIR = REPO_ROOT / ".device"
+SOURCE_NAME = "causal-conv1d-src"
+UPSTREAM_TESTS = "tests/test_causal_conv1d.py"
+# Benchmark cases at least this big are past the H200's 60 MB L2: their bandwidth is HBM's.
+LARGE_BYTES = 256 * 10**6
+PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|skipped|error)")
+BENCH_PROGRESS = re.compile(r"^\s*\[\d+/\d+\] ")
+NINJA_STEP = re.compile(r"^\s*\[\d+/\d+\] ")  # "[2/4] /usr/local/cuda/bin/nvcc ..." in pip -v output
+
+
+@dataclass
+class Step:
+    name: str
+    ok: bool
+    seconds: float
+    detail: str
+
+
+# ---------------------------------------------------------------------------------------------
+# prepare (on a machine with network)
+
+
+def prepare(directory: Path) -> Path:
+    """The patched source tree in directory/causal-conv1d-src, written whole or not at all."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / SOURCE_NAME
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        root = unpack_patched(Path(tmp))
+        if target.exists():
+            shutil.rmtree(target)
+        root.rename(target)
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# run (on the GPU machine)
+
+
+def torch_info() -> tuple[str, str]:
+    """(torch version, its CUDA version), or a PipelineError in one line."""
+    try:
+        import torch
+    except ImportError:
+        raise PipelineError(f"torch is not importable by {sys.executable}: run with the Python that has it") from None
+    if torch.version.cuda is None:
+        raise PipelineError(f"torch {torch.__version__} is not a CUDA build: the kernels cannot be built or run")
+    return torch.__version__, torch.version.cuda
+
+
+def arch_list(value: str, cuda: str) -> str:
+    """TORCH_CUDA_ARCH_LIST for --arch (native or a list), checked against variants/ for this CUDA."""
+    files = {f.cuda: f for f in load_variant_files()}
+    major_minor = ".".join(cuda.split(".")[:2])
+    vfile = files.get(major_minor) or max(files.values(), key=lambda f: tuple(map(int, f.cuda.split("."))))
+    return parse_arch_list(value, vfile)
+
+
+def cuda_home() -> str:
+    """The toolkit nvcc belongs to: $CUDA_HOME, else where nvcc itself says it lives.
+
+    nvcc on PATH may be a wrapper script (this workplace's /usr/local/bin/nvcc is one), so the
+    folder above it need not hold the CUDA headers; nvcc's own _HERE_ (from --dryrun) does.
+    """
+    home = os.environ.get("CUDA_HOME")
+    if home:
+        return home
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise PipelineError("no nvcc on PATH and CUDA_HOME is unset: the extension cannot be compiled here")
+    dryrun = subprocess.run([nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+                            capture_output=True, text=True, check=False).stderr
+    here = re.search(r"^#\$ _HERE_=(.+)$", dryrun, re.M)
+    candidates = [Path(here.group(1)).parent] if here else []
+    candidates.append(Path(nvcc).resolve().parent.parent)
+    for candidate in candidates:
+        if (candidate / "include" / "cuda_runtime_api.h").is_file():
+            return str(candidate)
+    raise PipelineError(f"cannot find the CUDA headers of {nvcc} (looked in {', '.join(map(str, candidates))}); "
+                        "set CUDA_HOME to its toolkit")
+
+
+def run_logged(command: Sequence[str], log: Path, env: dict[str, str], cwd: Path,
+               echo: re.Pattern[str] | None = None) -> tuple[bool, float]:
+    """Run command with its output in log, printing the lines echo matches (progress); (ok, seconds)."""
+    start = time.monotonic()
+    with log.open("w") as out:
+        out.write("$ " + " ".join(command) + "\n")
+        out.flush()
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace", env=env, cwd=cwd) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+                if echo is not None and echo.search(line):
+                    print(f"  {line.strip()[:160]}", flush=True)
+    return proc.returncode == 0, time.monotonic() - start
+
+
+def tail(log: Path, lines: int = 15) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def junit_counts(report: Path) -> dict[str, int]:
+    """passed/failed/errors/skipped over every test suite of a JUnit XML report."""
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    root = ET.parse(report).getroot()
+    for suite in root.iter("testsuite"):
+        for key in counts:
+            counts[key] += int(suite.get(key, 0))
+    return {"passed": counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"],
+            "failed": counts["failures"], "errors": counts["errors"], "skipped": counts["skipped"]}
+
+
+def bench_figures(report: Path) -> dict[str, dict[str, float | int]]:
+    """Per op: cases, median fraction of the copy's bandwidth (cases past L2), median speed-up."""
+    results = json.loads(report.read_text())["results"]
+    figures = {}
+    for op in dict.fromkeys(r["op"] for r in results):
+        rows = [r for r in results if r["op"] == op]
+        large = [r["fraction_of_copy"] for r in rows if r["bytes"] >= LARGE_BYTES] or [r["fraction_of_copy"] for r in rows]
+        speedups = [r["speedup_vs_ref"] for r in rows if r["speedup_vs_ref"] is not None]
+        figures[op] = {
+            "cases": len(rows),
+            "median_fraction_of_copy": statistics.median(large),
+            "median_speedup_vs_ref": statistics.median(speedups) if speedups else None,
+            "peak_bandwidth_gbs": max(r["bandwidth_gbs"] for r in rows),
+        }
+    return figures
+
+
+def build_wheel(source: Path, out: Path, work: Path, archs: str, jobs: int) -> tuple[Step, Path | None]:
+    env = {**os.environ, "CUDA_HOME": cuda_home(), "CAUSAL_CONV1D_FORCE_BUILD": "TRUE",
+           "TORCH_CUDA_ARCH_LIST": archs, "MAX_JOBS": str(jobs),
+           "NVCC_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
+    build_dir = work / "src"
+    shutil.copytree(source, build_dir)
+    log = out / "build.log"
+    # Kept beside the source: a second call on the same machine can pass it as --wheel.
+    dist = source.parent / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    ok, seconds = run_logged([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+                              "--no-index", "-w", str(dist), str(build_dir)], log, env, work, echo=NINJA_STEP)
+    wheels = sorted(dist.glob("causal_conv1d-*.whl"))
+    if not ok or not wheels:
+        return Step("build", False, seconds, f"pip wheel failed; see build.log:\n{tail(log)}"), None
+    return Step("build", True, seconds, f"{wheels[0].name}, {human_size(wheels[0].stat().st_size)}, archs {archs}"), wheels[0]
+
+
+def install(wheel: Path, site: Path) -> Step:
+    log = site.parent / "install.log"  # not in --out: a lent machine returns 8 files at most
+    ok, seconds = run_logged([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
+                              str(site), str(wheel)], log, dict(os.environ), site.parent)
+    return Step("install", ok, seconds, f"into {site}" if ok else tail(log))
+
+
+def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, require_gpu: bool) -> Step:
+    """What the recipe's test section runs: check_arch.py --expect, then pytest over tests/."""
+    tests = work / "tests"
+    shutil.copytree(REPO_ROOT / "recipe" / "tests", tests, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(source / UPSTREAM_TESTS, tests / Path(UPSTREAM_TESTS).name)
+    env = {**os.environ, "PYTHONPATH": str(site), "CAUSAL_CONV1D_REQUIRE_GPU": "1" if require_gpu else "0",
+           "CAUSAL_CONV1D_EXPECTED_ARCHS": archs, "PYTHONDONTWRITEBYTECODE": "1"}
+    log = out / "tests.log"
+    report = out / "tests.xml"
+    command = (f"{sys.executable} tests/check_arch.py --expect '{archs}' && {sys.executable} -m pytest "
+               f"-p no:cacheprovider -rfEs --junitxml={report} tests/")
+    ok, seconds = run_logged(["bash", "-c", command], log, env, work, echo=PYTEST_SUMMARY)
+    if not report.is_file():
+        return Step("tests", False, seconds, f"check_arch.py failed or pytest did not run; see tests.log:\n{tail(log)}")
+    counts = junit_counts(report)
+    detail = ", ".join(f"{n} {k}" for k, n in counts.items() if n or k == "passed")
+    if require_gpu and counts["skipped"]:
+        ok = False
+    return Step("tests", ok, seconds, detail)
+
+
+def run_bench(site: Path, out: Path, bench_args: Sequence[str]) -> tuple[Step, dict | None]:
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONUNBUFFERED": "1"}
+    log = out / "bench.log"
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py"), "--json", str(out / "bench.json"), *bench_args]
+    try:
+        import matplotlib  # noqa: F401
+
+        command += ["--plot", str(out / "bench.png")]
+    except ImportError:
+        pass
+    ok, seconds = run_logged(command, log, env, out, echo=BENCH_PROGRESS)
+    if not ok or not (out / "bench.json").is_file():
+        return Step("bench", False, seconds, tail(log, 3)), None
+    figures = bench_figures(out / "bench.json")
+    detail = "; ".join(
+        f"{op}: {f['median_fraction_of_copy']:.0%} of copy"
+        + ("" if f["median_speedup_vs_ref"] is None else f", {f['median_speedup_vs_ref']:.1f}x ref")
+        for op, f in figures.items()
+    )
+    return Step("bench", True, seconds, detail), figures
+
+
+def run(args: argparse.Namespace) -> int:
+    source = args.source.resolve()
+    if not (source / "setup.py").is_file():
+        raise UsageError(f"no patched source at {source}: run `python scripts/gpu_check.py prepare` first "
+                         f"(where the sdist can be downloaded) and carry {DEFAULT_DIR.name}/{SOURCE_NAME}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.wheel is not None and not args.wheel.is_file():
+        raise UsageError(f"no such wheel: {args.wheel} (pass a causal_conv1d-*.whl, or leave --wheel out to build)")
+    caps = detect_compute_capabilities()
+    if not caps and not args.allow_no_gpu:
+        raise PipelineError("no GPU on this machine (nvidia-smi reports none, torch sees none): run this on a "
+                            "GPU machine, or pass --allow-no-gpu --arch 9.0 to check the build alone")
+    torch_version, cuda = torch_info()
+    archs = arch_list(args.arch, cuda)
+    if args.wheel is None:
+        cuda_home()
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = ", ".join(caps) or "none"
+    print(f"GPU compute capability: {gpu}; torch {torch_version} (CUDA {cuda}); archs {archs}; results in {out}")
+    steps: list[Step] = []
+    figures = None
+
+    def record(step: Step) -> bool:
+        steps.append(step)
+        print(f"  {step.name}: {'ok' if step.ok else 'FAILED'} in {human_duration(step.seconds)}", flush=True)
+        return step.ok
+
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        work = Path(tmp)
+        site = work / "site"
+        wheel = args.wheel.resolve() if args.wheel else None
+        if wheel is None:
+            print(f"build for {archs} (MAX_JOBS={args.jobs}; log: {out / 'build.log'}) ...", flush=True)
+            step, wheel = build_wheel(source, out, work, archs, args.jobs)
+            record(step)
+        if wheel is not None:
+            print("install ...", flush=True)
+            if record(install(wheel, site)):
+                print("tests ...", flush=True)
+                record(run_tests(source, site, out, work, archs, require_gpu=not args.allow_no_gpu))
+                if args.no_bench:
+                    pass
+                elif not caps:
+                    steps.append(Step("bench", True, 0.0, "skipped: no GPU (--allow-no-gpu)"))
+                else:
+                    print("bench ...", flush=True)
+                    step, figures = run_bench(site, out, args.bench_arg or [])
+                    record(step)
+
+    summary = {"gpu": gpu, "torch": torch_version, "cuda": cuda, "archs": archs,
+               "steps": [vars(s) for s in steps], "bench": figures}
+    if (out / "tests.xml").is_file():
+        summary["tests"] = junit_counts(out / "tests.xml")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print()
+    rows = [[s.name, "PASS" if s.ok else "FAIL", human_duration(s.seconds), (s.detail.splitlines() or [""])[0]]
+            for s in steps]
+    print(format_table(["step", "result", "time", "detail"], rows))
+    for step in steps:
+        if not step.ok and "\n" in step.detail:
+            print(f"\n{step.name}:\n{step.detail}")
+    return 0 if steps and all(s.ok for s in steps) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare", help="unpack the pinned sdist and apply recipe/patches into --dir")
+    prep.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to put it (default {DEFAULT_DIR.name}/)")
+    go = sub.add_parser("run", help="build with pip, run the tests and the benchmark")
+    go.add_argument("--source", type=Path, default=DEFAULT_DIR / SOURCE_NAME, help="the tree `prepare` wrote")
+    go.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-check"),
+                    help="results folder (default $OUT, else ./gpu-check)")
+    go.add_argument("--arch", default="native", help='native (this GPU, default) or a list like "9.0" or "8.0;9.0+PTX"')
+    go.add_argument("--jobs", type=int, default=4, help="MAX_JOBS for the build (there are 4 sources)")
+    go.add_argument("--wheel", type=Path, help="test this already-built wheel instead of building")
+    go.add_argument("--allow-no-gpu", action="store_true", help="build and run what needs no GPU (GPU tests skip)")
+    go.add_argument("--no-bench", action="store_true", help="skip the benchmark")
+    go.add_argument("--bench-arg", action="append", metavar="ARG", help="passed to bench.py (repeatable)")
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        target = prepare(args.dir.resolve())
+        print(f"patched source in {target}")
+        print(f"on the GPU machine, with {target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target} "
+              "carried: python3 scripts/gpu_check.py run --out \"$OUT\"")
+        return 0
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

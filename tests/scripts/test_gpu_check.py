@@ -1,0 +1,189 @@
+"""scripts/gpu_check.py: prepare writes the patched tree whole; run refuses bad input before writing;
+its reports are read right; with a ready wheel it installs, tests and summarises.
+
+The build itself (pip wheel against a CUDA torch, minutes) is not run here; see the README.
+A stand-in torch (version and CUDA build only) stands for the GPU machine's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from scripts import gpu_check
+from scripts.gpu import detect_compute_capabilities
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+no_gpu_here = pytest.mark.skipif(bool(detect_compute_capabilities()), reason="this machine has a GPU")
+
+
+def torch_stub(root: Path, cuda: str | None) -> Path:
+    (root / "torch").mkdir(parents=True)
+    (root / "torch" / "__init__.py").write_text(
+        f'__version__ = "2.11.0"\nclass version:\n    cuda = {cuda!r}\n'
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
+    )
+    return root
+
+
+def run(*args: str, stub: Path | None = None, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "CUDA_HOME")}
+    if stub is not None:
+        env["PYTHONPATH"] = str(stub)
+    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "gpu_check.py"), *args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert result.returncode == code, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], result.stderr
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory, sdist) -> Path:
+    del sdist  # downloaded by its fixture; prepare reads it from the cache
+    return gpu_check.prepare(tmp_path_factory.mktemp("device"))
+
+
+def test_prepare_writes_the_patched_tree(source):
+    assert source.name == gpu_check.SOURCE_NAME
+    assert 'os.getenv("CAUSAL_CONV1D_FORCE_BUILD", "TRUE") != "FALSE"' in (source / "setup.py").read_text()
+    assert (source / gpu_check.UPSTREAM_TESTS).is_file()
+    assert sorted(p.name for p in source.parent.iterdir()) == [gpu_check.SOURCE_NAME]  # no temporary left
+    again = gpu_check.prepare(source.parent)
+    assert again == source and (source / "setup.py").is_file()
+
+
+def test_missing_source_is_bad_input(tmp_path):
+    result = run("run", "--source", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"))
+    one_line_error(result, 2, "run `python scripts/gpu_check.py prepare` first")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--jobs", "0"], "--jobs must be at least 1, not 0"),
+    (["--allow-no-gpu", "--arch", "7.7"], "unknown architecture '7.7' for CUDA 13.0"),
+    (["--allow-no-gpu"], "--arch native found no GPU"),
+    (["--allow-no-gpu", "--arch", "9.0", "--wheel", "missing.whl"], "no such wheel"),
+])
+@no_gpu_here
+def test_bad_arguments_exit_2_and_write_nothing(source, tmp_path, args, text):
+    stub = torch_stub(tmp_path / "stub", "13.0")
+    one_line_error(run("run", "--source", str(source), "--out", str(tmp_path / "out"), *args, stub=stub), 2, text)
+    assert not (tmp_path / "out").exists()
+
+
+@no_gpu_here
+def test_no_gpu_refused_before_anything_is_written(source, tmp_path):
+    stub = torch_stub(tmp_path / "stub", "13.0")
+    one_line_error(run("run", "--source", str(source), "--out", str(tmp_path / "out"), stub=stub), 1,
+                   "no GPU on this machine")
+    assert not (tmp_path / "out").exists()
+
+
+@no_gpu_here
+def test_cpu_torch_refused(source, tmp_path):
+    stub = torch_stub(tmp_path / "stub", None)
+    result = run("run", "--source", str(source), "--out", str(tmp_path / "out"), "--allow-no-gpu", "--arch", "9.0",
+                 stub=stub)
+    one_line_error(result, 1, "torch 2.11.0 is not a CUDA build")
+    assert not (tmp_path / "out").exists()
+
+
+def test_junit_counts(tmp_path):
+    report = tmp_path / "r.xml"
+    report.write_text('<testsuites><testsuite tests="10" failures="2" errors="1" skipped="3"/>'
+                      '<testsuite tests="5" failures="0" errors="0" skipped="0"/></testsuites>')
+    assert gpu_check.junit_counts(report) == {"passed": 9, "failed": 2, "errors": 1, "skipped": 3}
+
+
+def test_bench_figures_use_cases_past_l2(tmp_path):
+    def row(op, moved, fraction, speedup, bandwidth=1000.0):
+        return {"op": op, "bytes": moved, "fraction_of_copy": fraction, "speedup_vs_ref": speedup,
+                "bandwidth_gbs": bandwidth}
+
+    big = gpu_check.LARGE_BYTES
+    report = tmp_path / "bench.json"
+    report.write_text(json.dumps({"results": [
+        row("fwd", 10**6, 3.0, 2.0, 9000.0), row("fwd", big, 0.8, 4.0), row("fwd", 2 * big, 0.9, 6.0),
+        row("update", 10**5, 0.1, None),
+    ]}))
+    figures = gpu_check.bench_figures(report)
+    assert figures["fwd"] == {"cases": 3, "median_fraction_of_copy": pytest.approx(0.85),
+                              "median_speedup_vs_ref": 4.0, "peak_bandwidth_gbs": 9000.0}
+    # No case past L2: the median of them all; no reference timed: no speed-up.
+    assert figures["update"]["median_fraction_of_copy"] == 0.1
+    assert figures["update"]["median_speedup_vs_ref"] is None
+
+
+def fake_wheel(directory: Path) -> Path:
+    """A wheel with upstream's name and a Python package, but no compiled extension."""
+    path = directory / "causal_conv1d-1.7.0-cp311-cp311-linux_x86_64.whl"
+    dist = "causal_conv1d-1.7.0.dist-info"
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr("causal_conv1d/__init__.py", '__version__ = "1.7.0"\n')
+        whl.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: causal_conv1d\nVersion: 1.7.0\n")
+        whl.writestr(f"{dist}/WHEEL",
+                     "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n")
+        whl.writestr(f"{dist}/RECORD", "")
+    return path
+
+
+@no_gpu_here
+def test_a_wheel_without_gpu_code_fails_the_arch_check_and_is_summarised(source, tmp_path):
+    stub = torch_stub(tmp_path / "stub", "13.0")
+    out = tmp_path / "out"
+    result = run("run", "--source", str(source), "--out", str(out), "--allow-no-gpu", "--arch", "9.0",
+                 "--wheel", str(fake_wheel(tmp_path)), stub=stub)
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    steps = {s["name"]: s for s in summary["steps"]}
+    assert list(steps) == ["install", "tests", "bench"]
+    assert steps["install"]["ok"] and not steps["tests"]["ok"]
+    assert "check_arch.py failed" in steps["tests"]["detail"]
+    assert "causal_conv1d_cuda" in (out / "tests.log").read_text()  # check_arch says what it looked for
+    assert summary["archs"] == "9.0" and summary["torch"] == "2.11.0" and summary["cuda"] == "13.0"
+    assert "tests    FAIL" in result.stdout and "install  PASS" in result.stdout
+
+
+def test_run_logged_keeps_everything_and_echoes_progress(tmp_path, capsys):
+    script = "print('noise'); print('[1/4] nvcc a.cu'); print('[2/4] nvcc b.cu'); raise SystemExit(3)"
+    ok, seconds = gpu_check.run_logged([sys.executable, "-c", script], tmp_path / "log", dict(os.environ), tmp_path,
+                                       echo=gpu_check.NINJA_STEP)
+    assert not ok and seconds >= 0
+    assert (tmp_path / "log").read_text().splitlines()[1:] == ["noise", "[1/4] nvcc a.cu", "[2/4] nvcc b.cu"]
+    assert capsys.readouterr().out.splitlines() == ["  [1/4] nvcc a.cu", "  [2/4] nvcc b.cu"]
+
+
+def fake_nvcc(bin_dir: Path, here: Path) -> None:
+    bin_dir.mkdir(parents=True)
+    nvcc = bin_dir / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho '#$ _HERE_={here}' >&2\n")
+    nvcc.chmod(0o755)
+
+
+def test_cuda_home_follows_a_wrapper_nvcc_to_its_toolkit(tmp_path, monkeypatch):
+    toolkit = tmp_path / "cuda-13.0"
+    (toolkit / "include").mkdir(parents=True)
+    (toolkit / "include" / "cuda_runtime_api.h").write_text("")
+    fake_nvcc(tmp_path / "wrapper" / "bin", here=toolkit / "bin")  # like /usr/local/bin/nvcc here
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'wrapper' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert gpu_check.cuda_home() == str(toolkit)
+    monkeypatch.setenv("CUDA_HOME", "/opt/explicit")
+    assert gpu_check.cuda_home() == "/opt/explicit"
+
+
+def test_cuda_home_without_headers_is_one_clear_error(tmp_path, monkeypatch):
+    fake_nvcc(tmp_path / "bin", here=tmp_path / "nowhere" / "bin")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(gpu_check.PipelineError, match="cannot find the CUDA headers of .*; set CUDA_HOME"):
+        gpu_check.cuda_home()
