@@ -6,8 +6,9 @@
 `prepare` unpacks the pinned sdist and applies recipe/patches (so the GPU machine needs neither
 network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
 torch and nvcc (TORCH_CUDA_ARCH_LIST from --arch, default this GPU's), installs it into a folder
-of its own (the machine's Python is left as it was), runs what the package's test section runs
-(check_arch.py, recipe/tests and the upstream subset, the GPU required), then scripts/bench.py.
+of its own (the machine's Python is left as it was), runs the script test of recipe/recipe.yaml
+(its commands, env and files, read from the recipe: check_arch.py, recipe/tests and the upstream
+subset) with the GPU required, then scripts/bench.py.
 Results land in --out: build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
 summary.json, and a summary table is printed. This is the quick path for a lent GPU machine;
 the packages themselves are tested with scripts/gpu_test.py.
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -38,14 +40,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.common import REPO_ROOT, PipelineError, UsageError, format_table, human_duration, human_size, run_cli
+import yaml
+
+from scripts.common import (
+    RECIPE,
+    RECIPE_DIR,
+    REPO_ROOT,
+    PipelineError,
+    UsageError,
+    format_table,
+    human_duration,
+    human_size,
+    run_cli,
+)
 from scripts.gpu import detect_compute_capabilities
 from scripts.sources import unpack_patched
 from scripts.variants import load_variant_files, parse_arch_list
 
 DEFAULT_DIR = REPO_ROOT / ".device"
 SOURCE_NAME = "causal-conv1d-src"
-UPSTREAM_TESTS = "tests/test_causal_conv1d.py"
 # Benchmark cases at least this big are past the H200's 60 MB L2: their bandwidth is HBM's.
 LARGE_BYTES = 256 * 10**6
 PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|skipped|error)")
@@ -198,20 +211,50 @@ def install(wheel: Path, site: Path) -> Step:
     return Step("install", ok, seconds, f"into {site}" if ok else tail(log))
 
 
+@dataclass
+class TestSection:
+    """The recipe's script test: its commands, environment and files (recipe/ and source/)."""
+
+    commands: list[str]
+    env: dict[str, str]
+    recipe_files: list[str]
+    source_files: list[str]
+
+
+def recipe_test_section(archs: str) -> TestSection:
+    """The script test of recipe/recipe.yaml, with this build's arch list for ${{ cuda_arch_list }}."""
+    recipe = yaml.safe_load(RECIPE.read_text())
+    (script,) = [t for t in recipe["tests"] if "script" in t]
+    env = {k: str(v).replace("${{ cuda_arch_list }}", archs) for k, v in script["script"].get("env", {}).items()}
+    unresolved = [f"{k}={v}" for k, v in env.items() if "${{" in v]
+    if unresolved:
+        raise PipelineError(f"recipe test env needs variables this script does not set: {', '.join(unresolved)}")
+    files = script.get("files", {})
+    return TestSection(list(script["script"]["content"]), env, files.get("recipe", []), files.get("source", []))
+
+
 def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, require_gpu: bool) -> Step:
-    """What the recipe's test section runs: check_arch.py --expect, then pytest over tests/."""
-    tests = work / "tests"
-    shutil.copytree(REPO_ROOT / "recipe" / "tests", tests, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(source / UPSTREAM_TESTS, tests / Path(UPSTREAM_TESTS).name)
-    env = {**os.environ, "PYTHONPATH": str(site), "CAUSAL_CONV1D_REQUIRE_GPU": "1" if require_gpu else "0",
-           "CAUSAL_CONV1D_EXPECTED_ARCHS": archs, "PYTHONDONTWRITEBYTECODE": "1"}
-    log = out / "tests.log"
+    """The recipe's test section, as rattler-build runs it: its files in the working folder, its commands."""
+    section = recipe_test_section(archs)
+    tests = work / "test"
+    for root, names in ((RECIPE_DIR, section.recipe_files), (source, section.source_files)):
+        for name in names:
+            src, dst = root / name, tests / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(src, dst)
     report = out / "tests.xml"
-    command = (f"{sys.executable} tests/check_arch.py --expect '{archs}' && {sys.executable} -m pytest "
-               f"-p no:cacheprovider -rfEs --junitxml={report} tests/")
-    ok, seconds = run_logged(["bash", "-c", command], log, env, work, echo=PYTEST_SUMMARY)
+    env = {**os.environ, **section.env, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1",
+           "CAUSAL_CONV1D_REQUIRE_GPU": "1" if require_gpu else "0", "PYTEST_ADDOPTS": f"--junitxml={report}"}
+    log = out / "tests.log"
+    # `python` in the recipe's commands is this Python (the one with torch).
+    script = "set -e\npython() { " + shlex.quote(sys.executable) + ' "$@"; }\n' + "\n".join(section.commands)
+    ok, seconds = run_logged(["bash", "-c", script], log, env, tests, echo=PYTEST_SUMMARY)
     if not report.is_file():
-        return Step("tests", False, seconds, f"check_arch.py failed or pytest did not run; see tests.log:\n{tail(log)}")
+        detail = f"a command before pytest failed, or pytest did not run; see tests.log:\n{tail(log)}"
+        return Step("tests", False, seconds, detail)
     counts = junit_counts(report)
     detail = ", ".join(f"{n} {k}" for k, n in counts.items() if n or k == "passed")
     if require_gpu and counts["skipped"]:

@@ -55,7 +55,7 @@ def source(tmp_path_factory, sdist) -> Path:
 def test_prepare_writes_the_patched_tree(source):
     assert source.name == gpu_check.SOURCE_NAME
     assert 'os.getenv("CAUSAL_CONV1D_FORCE_BUILD", "TRUE") != "FALSE"' in (source / "setup.py").read_text()
-    assert (source / gpu_check.UPSTREAM_TESTS).is_file()
+    assert (source / "tests" / "test_causal_conv1d.py").is_file()
     assert sorted(p.name for p in source.parent.iterdir()) == [gpu_check.SOURCE_NAME]  # no temporary left
     again = gpu_check.prepare(source.parent)
     assert again == source and (source / "setup.py").is_file()
@@ -147,7 +147,7 @@ def test_a_wheel_without_gpu_code_fails_the_arch_check_and_is_summarised(source,
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == ["install", "tests", "bench"]
     assert steps["install"]["ok"] and not steps["tests"]["ok"]
-    assert "check_arch.py failed" in steps["tests"]["detail"]
+    assert "a command before pytest failed" in steps["tests"]["detail"]
     assert "causal_conv1d_cuda" in (out / "tests.log").read_text()  # check_arch says what it looked for
     assert summary["archs"] == "9.0" and summary["torch"] == "2.11.0" and summary["cuda"] == "13.0"
     assert "tests    FAIL" in result.stdout and "install  PASS" in result.stdout
@@ -187,3 +187,11 @@ def test_cuda_home_without_headers_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(gpu_check.PipelineError, match="cannot find the CUDA headers of .*; set CUDA_HOME"):
         gpu_check.cuda_home()
+
+
+def test_the_test_step_is_the_recipes_test_section():
+    section = gpu_check.recipe_test_section("8.0;9.0+PTX")
+    assert section.commands[0].startswith("python tests/check_arch.py --expect")
+    assert any(c.startswith("python -m pytest") and c.endswith("tests/") for c in section.commands)
+    assert section.env == {"CAUSAL_CONV1D_EXPECTED_ARCHS": "8.0;9.0+PTX"}
+    assert section.recipe_files == ["tests/"] and section.source_files == ["tests/test_causal_conv1d.py"]
