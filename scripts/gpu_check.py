@@ -63,6 +63,8 @@ SOURCE_NAME = "causal-conv1d-src"
 LARGE_BYTES = 256 * 10**6
 PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|skipped|error)")
 BENCH_PROGRESS = re.compile(r"^\s*\[\d+/\d+\] ")
+# What run writes into --out (a lent machine returns at most 8 files); stale ones are removed first.
+RESULT_FILES = ("build.log", "tests.log", "tests.xml", "bench.log", "bench.json", "bench.png", "summary.json")
 NINJA_STEP = re.compile(r"^\s*\[\d+/\d+\] ")  # "[2/4] /usr/local/cuda/bin/nvcc ..." in pip -v output
 
 
@@ -291,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
                          f"(where the sdist can be downloaded) and carry {DEFAULT_DIR.name}/{SOURCE_NAME}")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; name a folder for the results")
     if args.wheel is not None and not args.wheel.is_file():
         raise UsageError(f"no such wheel: {args.wheel} (pass a causal_conv1d-*.whl, or leave --wheel out to build)")
     caps = detect_compute_capabilities()
@@ -304,6 +308,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    for name in RESULT_FILES:
+        (out / name).unlink(missing_ok=True)
     gpu = ", ".join(caps) or "none"
     print(f"GPU compute capability: {gpu}; torch {torch_version} (CUDA {cuda}); archs {archs}; results in {out}")
     steps: list[Step] = []

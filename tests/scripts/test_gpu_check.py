@@ -69,6 +69,7 @@ def test_missing_source_is_bad_input(tmp_path):
 
 @pytest.mark.parametrize("args, text", [
     (["--jobs", "0"], "--jobs must be at least 1, not 0"),
+    (["--out", "a-file"], "--out a-file is a file; name a folder"),
     (["--allow-no-gpu", "--arch", "7.7"], "unknown architecture '7.7' for CUDA 13.0"),
     (["--allow-no-gpu"], "--arch native found no GPU"),
     (["--allow-no-gpu", "--arch", "9.0", "--wheel", "missing.whl"], "no such wheel"),
@@ -76,8 +77,11 @@ def test_missing_source_is_bad_input(tmp_path):
 @no_gpu_here
 def test_bad_arguments_exit_2_and_write_nothing(source, tmp_path, args, text):
     stub = torch_stub(tmp_path / "stub", "13.0")
-    one_line_error(run("run", "--source", str(source), "--out", str(tmp_path / "out"), *args, stub=stub), 2, text)
+    (tmp_path / "a-file").write_text("")
+    result = run("run", "--source", str(source), "--out", str(tmp_path / "out"), *args, stub=stub, cwd=tmp_path)
+    one_line_error(result, 2, text)
     assert not (tmp_path / "out").exists()
+    assert (tmp_path / "a-file").read_text() == ""
 
 
 @no_gpu_here
@@ -140,12 +144,15 @@ def fake_wheel(directory: Path) -> Path:
 def test_a_wheel_without_gpu_code_fails_the_arch_check_and_is_summarised(source, tmp_path):
     stub = torch_stub(tmp_path / "stub", "13.0")
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text("{}")  # left by an earlier run: must not survive into this one
     result = run("run", "--source", str(source), "--out", str(out), "--allow-no-gpu", "--arch", "9.0",
                  "--wheel", str(fake_wheel(tmp_path)), stub=stub)
     assert result.returncode == 1, result.stdout + result.stderr
     summary = json.loads((out / "summary.json").read_text())
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == ["install", "tests", "bench"]
+    assert not (out / "bench.json").exists()
     assert steps["install"]["ok"] and not steps["tests"]["ok"]
     assert "a command before pytest failed" in steps["tests"]["detail"]
     assert "causal_conv1d_cuda" in (out / "tests.log").read_text()  # check_arch says what it looked for
