@@ -2,6 +2,8 @@
 
     python scripts/gpu_check.py prepare                    # here (network): patched source into .device/
     python scripts/gpu_check.py run --out results/         # there: build, tests, benchmark, summary
+    PY_WITH_ITS_TORCH scripts/gpu_check.py prepare --wheel # here: also build the wheel (no GPU needed)
+    python scripts/gpu_check.py run --wheel .device/dist/causal_conv1d-*.whl --out results/
 
 `prepare` unpacks the pinned sdist and applies recipe/patches (so the GPU machine needs neither
 network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
@@ -11,7 +13,9 @@ of its own (the machine's Python is left as it was), runs the script test of rec
 subset) with the GPU required, then scripts/bench.py.
 Results land in --out: build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
 summary.json, and a summary table is printed. This is the quick path for a lent GPU machine;
-the packages themselves are tested with scripts/gpu_test.py.
+the packages themselves are tested with scripts/gpu_test.py. `prepare --wheel` builds the wheel on
+a machine without a GPU, with a Python holding the GPU machine's torch, so the lent machine spends
+no time compiling; `run --wheel` falls back to building if that wheel does not import there.
 
 Exit status: 0 all passed, 1 a step failed, 2 bad input (nothing written).
 """
@@ -90,6 +94,21 @@ def prepare(directory: Path) -> Path:
             shutil.rmtree(target)
         root.rename(target)
     return target
+
+
+def prebuild(source: Path, archs: str, jobs: int) -> int:
+    """Build the wheel here, where CPU time is free, so the GPU machine only installs and tests it."""
+    torch_version, _ = torch_info()
+    print(f"building for {archs} against torch {torch_version} (log: {source.parent / 'build.log'}) ...", flush=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        step, wheel = build_wheel(source, source.parent, Path(tmp), archs, jobs)
+    print(f"  build: {'ok' if step.ok else 'FAILED'} in {human_duration(step.seconds)}: {step.detail}")
+    if wheel is None:
+        return 1
+    shown = wheel.relative_to(REPO_ROOT) if wheel.is_relative_to(REPO_ROOT) else wheel
+    print(f"on the GPU machine, with {source.name}/ and {shown} carried: "
+          f"python3 scripts/gpu_check.py run --wheel {shown} --out \"$OUT\"")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,13 +207,18 @@ def bench_figures(report: Path) -> dict[str, dict[str, float | int]]:
     return figures
 
 
-def build_wheel(source: Path, out: Path, work: Path, archs: str, jobs: int) -> tuple[Step, Path | None]:
-    env = {**os.environ, "CUDA_HOME": cuda_home(), "CAUSAL_CONV1D_FORCE_BUILD": "TRUE",
+def build_wheel(source: Path, log_dir: Path, work: Path, archs: str, jobs: int) -> tuple[Step, Path | None]:
+    """pip wheel of the patched tree against this Python's torch, into dist/ beside the source."""
+    try:
+        home = cuda_home()
+    except PipelineError as exc:
+        return Step("build", False, 0.0, str(exc)), None
+    env = {**os.environ, "CUDA_HOME": home, "CAUSAL_CONV1D_FORCE_BUILD": "TRUE",
            "TORCH_CUDA_ARCH_LIST": archs, "MAX_JOBS": str(jobs),
            "NVCC_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
     build_dir = work / "src"
     shutil.copytree(source, build_dir)
-    log = out / "build.log"
+    log = log_dir / "build.log"
     # Kept beside the source: a second call on the same machine can pass it as --wheel.
     dist = source.parent / "dist"
     shutil.rmtree(dist, ignore_errors=True)
@@ -207,10 +231,18 @@ def build_wheel(source: Path, out: Path, work: Path, archs: str, jobs: int) -> t
 
 
 def install(wheel: Path, site: Path) -> Step:
-    log = site.parent / "install.log"  # not in --out: a lent machine returns 8 files at most
+    """pip-install the wheel into site (not the machine's Python), then import its extension there."""
+    log = site.parent / f"{site.name}.log"  # not in --out: a lent machine returns 8 files at most
     ok, seconds = run_logged([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
                               str(site), str(wheel)], log, dict(os.environ), site.parent)
-    return Step("install", ok, seconds, f"into {site}" if ok else tail(log))
+    if not ok:
+        return Step("install", False, seconds, tail(log))
+    # An extension built against another torch fails here (undefined symbols), not in 900 tests.
+    probe = "import torch, causal_conv1d_cuda, causal_conv1d; print('imports with torch', torch.__version__)"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    imported, more = run_logged([sys.executable, "-c", probe], log, env, site.parent)
+    detail = f"{wheel.name} into {site.name}/, " + ("imports" if imported else f"does not import:\n{tail(log, 4)}")
+    return Step("install", imported, seconds + more, detail)
 
 
 @dataclass
@@ -322,25 +354,33 @@ def run(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         work = Path(tmp)
-        site = work / "site"
-        wheel = args.wheel.resolve() if args.wheel else None
-        if wheel is None:
+        ready = False
+        if args.wheel is not None:
+            print(f"install {args.wheel.name} ...", flush=True)
+            step = install(args.wheel.resolve(), work / "site-prebuilt")
+            ready, site = step.ok, work / "site-prebuilt"
+            if ready:
+                record(step)
+            else:  # built elsewhere, against another torch or system: build here instead
+                record(Step("prebuilt", True, step.seconds, f"unusable here, building instead: {step.detail}"))
+        if not ready:
             print(f"build for {archs} (MAX_JOBS={args.jobs}; log: {out / 'build.log'}) ...", flush=True)
             step, wheel = build_wheel(source, out, work, archs, args.jobs)
-            record(step)
-        if wheel is not None:
-            print("install ...", flush=True)
-            if record(install(wheel, site)):
-                print("tests ...", flush=True)
-                record(run_tests(source, site, out, work, archs, require_gpu=not args.allow_no_gpu))
-                if args.no_bench:
-                    pass
-                elif not caps:
-                    steps.append(Step("bench", True, 0.0, "skipped: no GPU (--allow-no-gpu)"))
-                else:
-                    print("bench ...", flush=True)
-                    step, figures = run_bench(site, out, args.bench_arg or [])
-                    record(step)
+            if record(step) and wheel is not None:
+                print("install ...", flush=True)
+                site = work / "site"
+                ready = record(install(wheel, site))
+        if ready:
+            print("tests ...", flush=True)
+            record(run_tests(source, site, out, work, archs, require_gpu=not args.allow_no_gpu))
+            if args.no_bench:
+                pass
+            elif not caps:
+                steps.append(Step("bench", True, 0.0, "skipped: no GPU (--allow-no-gpu)"))
+            else:
+                print("bench ...", flush=True)
+                step, figures = run_bench(site, out, args.bench_arg or [])
+                record(step)
 
     summary = {"gpu": gpu, "torch": torch_version, "cuda": cuda, "archs": archs,
                "steps": [vars(s) for s in steps], "bench": figures}
@@ -362,6 +402,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="unpack the pinned sdist and apply recipe/patches into --dir")
     prep.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to put it (default {DEFAULT_DIR.name}/)")
+    prep.add_argument("--wheel", action="store_true",
+                      help="also build the wheel with this Python's torch (the GPU machine's version), for run --wheel")
+    prep.add_argument("--arch", default="9.0", help="with --wheel: TORCH_CUDA_ARCH_LIST (default 9.0, the H200)")
+    prep.add_argument("--jobs", type=int, default=2, help="with --wheel: MAX_JOBS")
     go = sub.add_parser("run", help="build with pip, run the tests and the benchmark")
     go.add_argument("--source", type=Path, default=DEFAULT_DIR / SOURCE_NAME, help="the tree `prepare` wrote")
     go.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-check"),
@@ -374,10 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     go.add_argument("--bench-arg", action="append", metavar="ARG", help="passed to bench.py (repeatable)")
     args = parser.parse_args(argv)
     if args.command == "prepare":
+        archs = arch_list(args.arch, torch_info()[1]) if args.wheel else ""
         target = prepare(args.dir.resolve())
         print(f"patched source in {target}")
-        print(f"on the GPU machine, with {target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target} "
-              "carried: python3 scripts/gpu_check.py run --out \"$OUT\"")
+        if args.wheel:
+            return prebuild(target, archs, args.jobs)
+        shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
+        print(f"on the GPU machine, with {shown} carried: python3 scripts/gpu_check.py run --out \"$OUT\"")
         return 0
     return run(args)
 

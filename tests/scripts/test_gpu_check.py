@@ -32,10 +32,13 @@ def torch_stub(root: Path, cuda: str | None) -> Path:
     return root
 
 
-def run(*args: str, stub: Path | None = None, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+def run(*args: str, stub: Path | None = None, cwd: Path = REPO_ROOT,
+        cuda_home: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OUT", "CUDA_HOME")}
     if stub is not None:
         env["PYTHONPATH"] = str(stub)
+    if cuda_home is not None:
+        env["CUDA_HOME"] = cuda_home
     return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "gpu_check.py"), *args],
                           capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
@@ -127,12 +130,14 @@ def test_bench_figures_use_cases_past_l2(tmp_path):
     assert figures["update"]["median_speedup_vs_ref"] is None
 
 
-def fake_wheel(directory: Path) -> Path:
-    """A wheel with upstream's name and a Python package, but no compiled extension."""
+def fake_wheel(directory: Path, extension: bool) -> Path:
+    """A wheel with upstream's name and package; its causal_conv1d_cuda (if any) is Python, not GPU code."""
     path = directory / "causal_conv1d-1.7.0-cp311-cp311-linux_x86_64.whl"
     dist = "causal_conv1d-1.7.0.dist-info"
     with zipfile.ZipFile(path, "w") as whl:
         whl.writestr("causal_conv1d/__init__.py", '__version__ = "1.7.0"\n')
+        if extension:
+            whl.writestr("causal_conv1d_cuda.py", "")
         whl.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: causal_conv1d\nVersion: 1.7.0\n")
         whl.writestr(f"{dist}/WHEEL",
                      "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n")
@@ -140,24 +145,38 @@ def fake_wheel(directory: Path) -> Path:
     return path
 
 
-@no_gpu_here
-def test_a_wheel_without_gpu_code_fails_the_arch_check_and_is_summarised(source, tmp_path):
+def run_with_wheel(source: Path, tmp_path: Path, extension: bool) -> tuple[subprocess.CompletedProcess[str], dict]:
     stub = torch_stub(tmp_path / "stub", "13.0")
     out = tmp_path / "out"
     out.mkdir()
     (out / "bench.json").write_text("{}")  # left by an earlier run: must not survive into this one
     result = run("run", "--source", str(source), "--out", str(out), "--allow-no-gpu", "--arch", "9.0",
-                 "--wheel", str(fake_wheel(tmp_path)), stub=stub)
-    assert result.returncode == 1, result.stdout + result.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    steps = {s["name"]: s for s in summary["steps"]}
-    assert list(steps) == ["install", "tests", "bench"]
+                 "--wheel", str(fake_wheel(tmp_path, extension)), stub=stub, cuda_home=str(tmp_path / "cuda"))
     assert not (out / "bench.json").exists()
-    assert steps["install"]["ok"] and not steps["tests"]["ok"]
-    assert "a command before pytest failed" in steps["tests"]["detail"]
-    assert "causal_conv1d_cuda" in (out / "tests.log").read_text()  # check_arch says what it looked for
+    summary = json.loads((out / "summary.json").read_text())
     assert summary["archs"] == "9.0" and summary["torch"] == "2.11.0" and summary["cuda"] == "13.0"
+    return result, {s["name"]: s for s in summary["steps"]}
+
+
+@no_gpu_here
+def test_a_wheel_without_gpu_code_fails_the_arch_check_and_is_summarised(source, tmp_path):
+    result, steps = run_with_wheel(source, tmp_path, extension=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert list(steps) == ["install", "tests", "bench"]
+    assert steps["install"]["ok"] and "imports" in steps["install"]["detail"]
+    assert not steps["tests"]["ok"] and "a command before pytest failed" in steps["tests"]["detail"]
+    assert "causal_conv1d_cuda" in (tmp_path / "out" / "tests.log").read_text()  # check_arch says what it sought
     assert "tests    FAIL" in result.stdout and "install  PASS" in result.stdout
+
+
+@no_gpu_here
+def test_an_unusable_prebuilt_wheel_falls_back_to_building(source, tmp_path):
+    result, steps = run_with_wheel(source, tmp_path, extension=False)
+    assert result.returncode == 1, result.stdout + result.stderr  # the stand-in torch cannot build
+    assert list(steps) == ["prebuilt", "build"]
+    assert steps["prebuilt"]["ok"] and "unusable here, building instead" in steps["prebuilt"]["detail"]
+    assert "does not import" in steps["prebuilt"]["detail"]
+    assert not steps["build"]["ok"] and (tmp_path / "out" / "build.log").is_file()
 
 
 def test_run_logged_keeps_everything_and_echoes_progress(tmp_path, capsys):
@@ -202,3 +221,14 @@ def test_the_test_step_is_the_recipes_test_section():
     assert any(c.startswith("python -m pytest") and c.endswith("tests/") for c in section.commands)
     assert section.env == {"CAUSAL_CONV1D_EXPECTED_ARCHS": "8.0;9.0+PTX"}
     assert section.recipe_files == ["tests/"] and section.source_files == ["tests/test_causal_conv1d.py"]
+
+
+@pytest.mark.parametrize("cuda, arch, code, text", [
+    (None, "9.0", 1, "torch 2.11.0 is not a CUDA build"),
+    ("13.0", "7.7", 2, "unknown architecture '7.7' for CUDA 13.0"),
+])
+def test_prepare_wheel_checks_torch_and_arch_before_writing(tmp_path, cuda, arch, code, text):
+    stub = torch_stub(tmp_path / "stub", cuda)
+    result = run("prepare", "--dir", str(tmp_path / "device"), "--wheel", "--arch", arch, stub=stub)
+    one_line_error(result, code, text)
+    assert not (tmp_path / "device").exists()
