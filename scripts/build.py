@@ -34,6 +34,7 @@ from scripts.common import (
     DEFAULT_CHANNEL,
     PipelineError,
     UsageError,
+    exit_without_finalizing,
     format_table,
     human_duration,
     human_size,
@@ -295,10 +296,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = run_cli(main)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # py-rattler-build's worker threads can still hold the progress callback while the interpreter
-    # finalizes, which aborts with "PyGILState_Release" and exit status -6 after a finished run.
-    # Everything is written by now, so leave without finalizing.
-    os._exit(status)
+    exit_without_finalizing(run_cli(main))

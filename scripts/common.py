@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +36,18 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def exit_without_finalizing(status: int) -> None:
+    """End a CLI that ran py-rattler or py-rattler-build: flush, then leave without finalizing.
+
+    Their Rust worker threads can outlive the work and touch Python while the interpreter
+    finalizes: build.py saw "PyGILState_Release" aborts (exit -6), and offline_channel.py once
+    died with SIGSEGV in CI, both after a finished, reported run. Everything is written by now.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def sha256_of(path: Path) -> str:

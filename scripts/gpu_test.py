@@ -32,7 +32,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.common import DEFAULT_CHANNEL, PipelineError, UsageError, format_table, human_duration, run_cli
+from scripts.common import (
+    DEFAULT_CHANNEL,
+    PipelineError,
+    UsageError,
+    exit_without_finalizing,
+    format_table,
+    human_duration,
+    run_cli,
+)
 from scripts.gpu import detect_compute_capabilities
 
 PACKAGE_NAME = "causal-conv1d"
@@ -229,4 +237,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    exit_without_finalizing(run_cli(main))

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from scripts.channel import index_channel
-from scripts.common import PipelineError, UsageError, format_table, human_duration, human_size, run_cli
+from scripts.common import PipelineError, UsageError, exit_without_finalizing, format_table, human_duration, human_size, run_cli
 from scripts.sources import cache_dir
 
 RECIPES_DIR = Path(__file__).resolve().parent / "standin_recipes"
@@ -736,4 +736,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    exit_without_finalizing(run_cli(main))

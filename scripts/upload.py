@@ -39,7 +39,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlparse
 
-from scripts.common import REPO_ROOT, PipelineError, UsageError, format_table, human_size, one_of, run_cli, sha256_of
+from scripts.common import (
+    REPO_ROOT,
+    PipelineError,
+    UsageError,
+    exit_without_finalizing,
+    format_table,
+    human_size,
+    one_of,
+    run_cli,
+    sha256_of,
+)
 from scripts.variants import Selection, select
 
 TARGETS = ("prefix", "anaconda", "quetz", "artifactory", "s3")
@@ -980,4 +990,4 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    exit_without_finalizing(run_cli(main))
