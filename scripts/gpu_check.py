@@ -58,6 +58,7 @@ from scripts.common import (
     run_cli,
 )
 from scripts.gpu import detect_compute_capabilities
+from scripts.gpu_test import PYTEST_SUMMARY
 from scripts.sources import unpack_patched
 from scripts.variants import load_variant_files, parse_arch_list
 
@@ -65,11 +66,10 @@ DEFAULT_DIR = REPO_ROOT / ".device"
 SOURCE_NAME = "causal-conv1d-src"
 # Benchmark cases at least this big are past the H200's 60 MB L2: their bandwidth is HBM's.
 LARGE_BYTES = 256 * 10**6
-PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|skipped|error)")
-BENCH_PROGRESS = re.compile(r"^\s*\[\d+/\d+\] ")
 # What run writes into --out (a lent machine returns at most 8 files); stale ones are removed first.
 RESULT_FILES = ("build.log", "tests.log", "tests.xml", "bench.log", "bench.json", "bench.png", "summary.json")
-NINJA_STEP = re.compile(r"^\s*\[\d+/\d+\] ")  # "[2/4] /usr/local/cuda/bin/nvcc ..." in pip -v output
+# Progress worth echoing: ninja's "[2/4] nvcc ..." (pip -v) and bench.py's "[3/40] fwd ...".
+PROGRESS_LINE = re.compile(r"^\s*\[\d+/\d+\] ")
 
 
 @dataclass
@@ -223,7 +223,7 @@ def build_wheel(source: Path, log_dir: Path, work: Path, archs: str, jobs: int) 
     dist = source.parent / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     ok, seconds = run_logged([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-                              "--no-index", "-w", str(dist), str(build_dir)], log, env, work, echo=NINJA_STEP)
+                              "--no-index", "-w", str(dist), str(build_dir)], log, env, work, echo=PROGRESS_LINE)
     wheels = sorted(dist.glob("causal_conv1d-*.whl"))
     if not ok or not wheels:
         return Step("build", False, seconds, f"pip wheel failed; see build.log:\n{tail(log)}"), None
@@ -306,7 +306,7 @@ def run_bench(site: Path, out: Path, bench_args: Sequence[str]) -> tuple[Step, d
         command += ["--plot", str(out / "bench.png")]
     except ImportError:
         pass
-    ok, seconds = run_logged(command, log, env, out, echo=BENCH_PROGRESS)
+    ok, seconds = run_logged(command, log, env, out, echo=PROGRESS_LINE)
     if not ok or not (out / "bench.json").is_file():
         return Step("bench", False, seconds, tail(log, 3)), None
     figures = bench_figures(out / "bench.json")

@@ -182,7 +182,7 @@ def test_an_unusable_prebuilt_wheel_falls_back_to_building(source, tmp_path):
 def test_run_logged_keeps_everything_and_echoes_progress(tmp_path, capsys):
     script = "print('noise'); print('[1/4] nvcc a.cu'); print('[2/4] nvcc b.cu'); raise SystemExit(3)"
     ok, seconds = gpu_check.run_logged([sys.executable, "-c", script], tmp_path / "log", dict(os.environ), tmp_path,
-                                       echo=gpu_check.NINJA_STEP)
+                                       echo=gpu_check.PROGRESS_LINE)
     assert not ok and seconds >= 0
     assert (tmp_path / "log").read_text().splitlines()[1:] == ["noise", "[1/4] nvcc a.cu", "[2/4] nvcc b.cu"]
     assert capsys.readouterr().out.splitlines() == ["  [1/4] nvcc a.cu", "  [2/4] nvcc b.cu"]
