@@ -6,28 +6,16 @@ nvcc (when it is on PATH) to show the parser finds exactly the -gencode images a
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CHECK_ARCH = REPO_ROOT / "recipe" / "tests" / "check_arch.py"
+from tests.recipe.recipe_modules import load_recipe_module
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("check_arch_under_test", CHECK_ARCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-ca = _load()
+ca = load_recipe_module("check_arch")
 Image = ca.Image
 
 

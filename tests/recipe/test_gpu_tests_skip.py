@@ -6,7 +6,6 @@ differs, the outcome must not). Also the upstream-subset selection of recipe/tes
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -16,18 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RECIPE_TESTS = REPO_ROOT / "recipe" / "tests"
+from tests.recipe.recipe_modules import RECIPE_TESTS, load_recipe_module
 
-
-def _conftest():
-    spec = importlib.util.spec_from_file_location("recipe_tests_conftest", RECIPE_TESTS / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-conftest = _conftest()
+conftest = load_recipe_module("conftest")
 
 pytestmark = pytest.mark.skipif(
     bool(conftest.driver_gpus()), reason="this machine has an NVIDIA GPU: the no-GPU behaviour cannot be shown"

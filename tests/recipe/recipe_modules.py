@@ -1,0 +1,24 @@
+"""The package's own test modules (recipe/tests/*.py), loaded by path for the tests here.
+
+recipe/tests is what the package ships for its test section, not a Python package, so its
+modules are loaded by file under a private name rather than imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+RECIPE_TESTS = Path(__file__).resolve().parents[2] / "recipe" / "tests"
+
+
+def load_recipe_module(stem: str) -> ModuleType:
+    """recipe/tests/<stem>.py as a fresh module named recipe_tests_<stem>."""
+    spec = importlib.util.spec_from_file_location(f"recipe_tests_{stem}", RECIPE_TESTS / f"{stem}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
