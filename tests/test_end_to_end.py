@@ -24,10 +24,12 @@ from scripts.build import cache_hits
 from scripts.channel import install_into_prefix
 from scripts.common import REPO_ROOT, human_duration, human_size
 from scripts.sources import cache_dir
+from tests.recipe.recipe_modules import load_recipe_module
 
 CUDA, PYTHON, TORCH, ARCH = "13.0", "3.11", "2.14", "9.0"
 PYTHON_B = "3.12"  # variant B differs from the first build in Python alone
 PYTHON_B_PREFIX_ENV = "CAUSAL_CONV1D_PYTHON_B_PREFIX"
+recipe_conftest = load_recipe_module("conftest")
 
 
 def cuobjdump() -> str:
@@ -69,6 +71,14 @@ def standin() -> Path:
 def ccache(tmp_path_factory) -> Path:
     """A compiler cache of this run alone: what variant B finds in it, the first build put there."""
     return tmp_path_factory.mktemp("ccache")
+
+
+def assert_gpu_tests_skipped_with_reason(output: str) -> None:
+    """recipe/tests ran on this GPU-less machine: CPU checks passed, the 360 kernel tests skipped, saying why."""
+    assert f"{recipe_conftest.SKIP_MARKER} no NVIDIA driver on this machine" in output, output[-3000:]
+    summary = re.search(r"^=+ (\d+) passed, (\d+) skipped in [\d.]+s =+$", output, re.M)
+    assert summary, output[-3000:]
+    assert int(summary.group(1)) >= 2 and int(summary.group(2)) >= 360, summary.group(0)
 
 
 def build_variant(channel: Path, output: Path, python: str, ccache: Path) -> tuple[Path, str, float]:
@@ -155,6 +165,11 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     # The linking check ran with overlinking as an error, and passed.
     assert "Overlinking" not in log and "overlinking" not in log.lower().replace("overlinking_behavior", "")
 
+    # The test section ran after the build, without a GPU: the arch check found exactly sm_90,
+    # and every GPU test was skipped with the reason said.
+    assert_gpu_tests_skipped_with_reason(log)
+    assert re.search(r"causal_conv1d_cuda\.cpython-311-x86_64-linux-gnu\.so: \d+ fat binaries, built for 9\.0$", log, re.M)
+
     # Install from the output channel with py-rattler into a fresh prefix, as pixi would.
     prefix = tmp_path / "env"
     installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["causal-conv1d"], prefix, cuda=CUDA)
@@ -181,3 +196,28 @@ def test_another_python_reuses_the_cuda_objects(standin, built, ccache, tmp_path
     assert list(unpacked.glob("lib/python3.12/site-packages/causal_conv1d_cuda.cpython-312-*.so"))
     print(f"variant B with the first build's cache: {human_duration(seconds_b)}, "
           f"{seconds_b / seconds_a:.2f} of the first build's {human_duration(seconds_a)} (figures, not asserted)")
+
+
+@pytest.mark.slow
+def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
+    """scripts/gpu_test.py re-runs the built package's test section (rattler-build test), as on a GPU box.
+
+    Without a GPU only --allow-no-gpu runs: both stored tests of the package pass, and the kernel
+    tests' log says they were skipped and why; without --allow-no-gpu it refuses before solving anything.
+    """
+    output, package, _log, _seconds = built
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "gpu_test.py"), str(package),
+               "--channel", str(output), "--channel", str(standin), "--log-dir", str(tmp_path / "logs")]
+    refused = subprocess.run(command, capture_output=True, text=True)
+    assert refused.returncode == 1 and "no GPU on this machine" in refused.stderr, refused.stdout + refused.stderr
+    assert not (tmp_path / "logs").exists()
+
+    result = subprocess.run([*command, "--allow-no-gpu"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The package stores two tests: the import test (0) and recipe/tests (1); package_contents
+    # is checked at build time only.
+    logs = sorted((tmp_path / "logs").glob("*.log"))
+    assert [p.name.rsplit(".", 2)[1] for p in logs] == ["test0", "test1"], logs
+    assert "2 passed, 0 failed" in result.stdout, result.stdout
+    script_log = logs[1]
+    assert_gpu_tests_skipped_with_reason(script_log.read_text())
