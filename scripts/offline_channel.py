@@ -24,6 +24,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -33,13 +35,16 @@ import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from scripts.channel import index_channel
 from scripts.common import PipelineError, UsageError, exit_without_finalizing, format_table, human_duration, human_size, run_cli
 from scripts.sources import cache_dir
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 RECIPES_DIR = Path(__file__).resolve().parent / "standin_recipes"
 CACHE_DIR = cache_dir()
@@ -82,6 +87,10 @@ BINARY_WHEELS: tuple[tuple[str, str, str], ...] = (
     ("markupsafe", "markupsafe", ""),
     ("numpy", "numpy", ""),
 )
+# Requirements of PyPI's torch that conda-forge's CUDA build of pytorch has as conda packages of
+# the same name, pinned as the torch release pins them (triton: torch.compile, and the upstream
+# tests' causal_conv1d_varlen). Repacked like BINARY_WHEELS, at the version torch asks for.
+TORCH_COMPANIONS = ("triton",)
 # NVIDIA's CUDA library wheels torch links against: conda-forge name, PyPI name, conda deps.
 NVIDIA_LIBS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("libnvjitlink", "nvidia_nvjitlink", ()),
@@ -200,18 +209,32 @@ def wheel_metadata(path: Path) -> tuple[list[str], str | None, list[str]]:
     return requires, python, scripts
 
 
-def conda_run_requirements(requires: Sequence[str], requires_python: str | None, py_ver: str) -> list[str]:
-    """Conda run requirements from a wheel's Requires-Dist (markers evaluated for py_ver on Linux)."""
+def applicable_requirements(requires: Sequence[str], py_ver: str) -> list[Requirement]:
+    """Requires-Dist lines whose markers hold for CPython py_ver on linux-64 (no extras)."""
     from packaging.requirements import Requirement
 
     env = {"python_version": py_ver, "python_full_version": f"{py_ver}.0", "sys_platform": "linux",
            "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
            "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+    return [req for req in map(Requirement, requires) if req.marker is None or req.marker.evaluate(env)]
+
+
+def torch_companions(kind: str, src: Path, py_ver: str) -> dict[str, str]:
+    """{TORCH_COMPANIONS name: PEP 440 pin} that the torch being repacked (wheel or installed) requires."""
+    if kind == "wheel":
+        requires = wheel_metadata(src)[0]
+    else:
+        meta = sorted(src.glob("torch-*.dist-info/METADATA"))[-1]  # detect_torch checked it exists
+        requires = [line.split(":", 1)[1].strip() for line in meta.read_text().splitlines()
+                    if line.startswith("Requires-Dist:")]
+    return {req.name: str(req.specifier) for req in applicable_requirements(requires, py_ver)
+            if req.name in TORCH_COMPANIONS}
+
+
+def conda_run_requirements(requires: Sequence[str], requires_python: str | None, py_ver: str) -> list[str]:
+    """Conda run requirements from a wheel's Requires-Dist (markers evaluated for py_ver on Linux)."""
     run = ["python" + (" " + conda_specifier(requires_python) if requires_python else "")]
-    for line in requires:
-        req = Requirement(line)
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
+    for req in applicable_requirements(requires, py_ver):
         name = CONDA_NAMES.get(req.name.lower(), req.name.lower().replace("_", "-"))
         if normalize(name) == "typing_extensions":
             name = "typing_extensions"
@@ -224,7 +247,12 @@ def conda_specifier(pep440: str) -> str:
     parts = []
     for item in (p.strip() for p in pep440.split(",") if p.strip()):
         if item.startswith("~="):
-            item = ">=" + item[2:]
+            # Compatible release: ~=3.8.0 is >=3.8.0,<3.9.0a0; ~=4.10 is >=4.10,<5.0a0.
+            version = item[2:].strip()
+            release = version.split(".")[:-1]
+            release[-1] = str(int(release[-1]) + 1)
+            parts.append(f"<{'.'.join(release)}.0a0")
+            item = ">=" + version
         if item.startswith("==="):
             item = "==" + item[3:]
         parts.append(item.replace(" ", ""))
@@ -251,6 +279,7 @@ class Machine:
     torch_kind: str  # wheel | installed
     torch_src: Path
     torch_version: str
+    companions: dict[str, str] = field(default_factory=dict)  # TORCH_COMPANIONS torch asks for -> PEP 440 pin
     wheels: dict[str, Wheel] = field(default_factory=dict)  # conda name -> wheel
     nvidia: dict[str, Wheel] = field(default_factory=dict)
 
@@ -392,11 +421,13 @@ def discover(args: argparse.Namespace) -> Machine:
         if not Path(lib).is_absolute() or not Path(lib).exists():
             raise UsageError(f"the compiler does not know where {lib} is")
     torch_kind, torch_src, torch_version = detect_torch(args, py_ver, dirs)
+    companions = torch_companions(torch_kind, torch_src, py_ver)
     machine = Machine(python_prefix, python_version, py_ver, cuda_home, nvcc_version, cudart_version,
                       cc, cxx, gcc_version, glibc_version, glibc_libs, libgcc, libstdcxx,
-                      torch_kind, torch_src, torch_version)
+                      torch_kind, torch_src, torch_version, companions=companions)
     major = machine.cuda_major
     wanted = [(conda, pypi, constraint) for conda, pypi, constraint in (*NOARCH_WHEELS, *BINARY_WHEELS)]
+    wanted += [(name, name, constraint) for name, constraint in companions.items()]
     wanted += [(tool, pypi, "") for tool, (pypi, _license) in TOOL_WHEELS.items()]
     missing = [(c, p, k) for c, p, k in wanted if find_wheel(dirs, p, k, py_tag) is None]
     if missing and not args.offline:
@@ -486,7 +517,7 @@ def standins(m: Machine) -> list[StandIn]:
         out.append(StandIn(conda, "noarch_wheel.yaml", wheel_context(wheel, conda),
                            run=conda_run_requirements(requires, requires_python, m.py_ver),
                            host=["python"] if conda == "pip" else None, entry_points=scripts))
-    for conda, _pypi, _constraint in BINARY_WHEELS:
+    for conda in [conda for conda, _pypi, _constraint in BINARY_WHEELS] + list(m.companions):
         wheel = m.wheels[conda]
         requires, _requires_python, _scripts = wheel_metadata(wheel.path)
         out.append(StandIn(conda, "binary_wheel.yaml", wheel_context(wheel, conda),
@@ -501,8 +532,9 @@ def standins(m: Machine) -> list[StandIn]:
         "version_xy_next": f"{major_minor[0]}.{major_minor[1] + 1}.0a0", **cuda,
     }
     base = yaml.safe_load((RECIPES_DIR / "pytorch.yaml").read_text())["requirements"]["run"]
+    companions = [f"{name} {conda_specifier(pin)}".strip() for name, pin in m.companions.items()]
     out.append(StandIn("pytorch", "pytorch.yaml", torch_context,
-                       run=[*base, "cuda-cudart", *[conda for conda, _, _ in NVIDIA_LIBS]]))
+                       run=[*base, "cuda-cudart", *[conda for conda, _, _ in NVIDIA_LIBS], *companions]))
     return out
 
 
@@ -553,6 +585,26 @@ def write_recipe(standin: StandIn, directory: Path) -> Path:
 
 def package_path(channel: Path, subdir: str, name: str, version: str, build: str) -> Path:
     return channel / subdir / f"{name}-{version}-{build}.conda"
+
+
+def stamp_path(package: Path) -> Path:
+    """Where the digest of the recipe a package was built from is kept (outside the served subdirs)."""
+    return package.parent.parent / ".recipes" / f"{package.parent.name}-{package.name}.sha256"
+
+
+def recipe_digest(recipe_path: Path, context: dict[str, Any]) -> str:
+    """sha256 over what decides a stand-in's content: its recipe, its context and the helpers it names.
+
+    A package's file name only changes with its version and variant hash, so a changed recipe (a
+    new run requirement, say) would otherwise reuse the old package.
+    """
+    text = recipe_path.read_text()
+    named = json.dumps(context, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode() + b"\0" + named.encode())
+    for helper in sorted(recipe_path.parent.iterdir()):
+        if helper != recipe_path and (helper.name in text or helper.name in named):
+            digest.update(b"\0" + helper.name.encode() + b"\0" + helper.read_bytes())
+    return digest.hexdigest()
 
 
 def is_complete_package(path: Path) -> bool:
@@ -630,12 +682,15 @@ def build_channel(m: Machine, channel: Path, threads: int, log, rebuild: frozens
             name, version, build = recipe.package.name, str(recipe.package.version), recipe.build.string
             subdir = "noarch" if recipe.build.noarch else TARGET_PLATFORM
             start = time.monotonic()
-            if name in rebuild or "all" in rebuild:
-                package_path(channel, subdir, name, version, build).unlink(missing_ok=True)
+            path = package_path(channel, subdir, name, version, build)
+            digest, stamp = recipe_digest(recipe_path, standin.context), stamp_path(path)
+            changed = path.exists() and not (stamp.is_file() and stamp.read_text() == digest)
+            if name in rebuild or "all" in rebuild or changed:
+                path.unlink(missing_ok=True)
             found = existing_package(channel, subdir, name, version, build)
             status = "reused"
             if found is None:
-                log(f"building {name} {version} {build} ...")
+                log(f"building {name} {version} {build}{' (its recipe changed)' if changed else ''} ...")
                 try:
                     rendered.run_build(tool_config=tool, output_dir=channel, channels=[channel.as_uri()],
                                        package_format=PACKAGE_FORMAT)
@@ -645,7 +700,9 @@ def build_channel(m: Machine, channel: Path, threads: int, log, rebuild: frozens
                 found = existing_package(channel, subdir, name, version, build)
                 if found is None:
                     raise PipelineError(f"rattler-build reported success but {subdir}/{name}-{version}-{build}.conda is missing")
-                status = "built"
+                stamp.parent.mkdir(exist_ok=True)
+                stamp.write_text(digest)
+                status = "rebuilt" if changed else "built"
             rows.append([name, version, build, subdir, human_size(found.stat().st_size), status,
                          human_duration(time.monotonic() - start)])
     clean_build_dirs(channel)
@@ -676,6 +733,7 @@ def prune_channel(channel: Path, keep: set[Path], py_ver: str, log) -> list[Path
         if stale not in keep and package_python(stale) in (None, py_ver):
             log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
             stale.unlink()
+            stamp_path(stale).unlink(missing_ok=True)
             removed.append(stale)
     return removed
 

@@ -148,6 +148,30 @@ def test_other_build_string_is_not_reused(tmp_path):
     assert oc.existing_package(tmp_path, "noarch", "pytorch", "2.14.1", "cuda130_generic_py311_habc_0") is None
 
 
+def test_recipe_digest_follows_recipe_context_and_named_helpers(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("build:\n  script: python $RECIPE_DIR/rewrite_torch_metadata.py\nrequirements:\n  run: [python]\n")
+    (tmp_path / "rewrite_torch_metadata.py").write_text("v1")
+    (tmp_path / "activate-gcc.sh").write_text("v1")
+    context = {"version": "2.14.1", "wheel": "/w/torch.whl"}
+    base = oc.recipe_digest(recipe, context)
+    assert oc.recipe_digest(recipe, dict(context)) == base
+    (tmp_path / "activate-gcc.sh").write_text("v2")  # not named by this recipe
+    assert oc.recipe_digest(recipe, context) == base
+    assert oc.recipe_digest(recipe, {**context, "activate": "activate-gcc.sh"}) != base  # named by the context
+    assert oc.recipe_digest(recipe, {**context, "wheel": "/w/other.whl"}) != base
+    (tmp_path / "rewrite_torch_metadata.py").write_text("v2")
+    changed_helper = oc.recipe_digest(recipe, context)
+    assert changed_helper != base
+    recipe.write_text(recipe.read_text().replace("[python]", "[python, triton >=3.8.0,<3.9.0a0]"))
+    assert oc.recipe_digest(recipe, context) not in (base, changed_helper)
+
+
+def test_stamp_lives_outside_the_served_subdirs(tmp_path):
+    pkg = oc.package_path(tmp_path, "linux-64", "pytorch", "2.14.1", "cuda130_generic_py311_habc_0")
+    assert oc.stamp_path(pkg) == tmp_path / ".recipes" / "linux-64-pytorch-2.14.1-cuda130_generic_py311_habc_0.conda.sha256"
+
+
 def test_truncated_package_is_removed(tmp_path):
     pkg = oc.package_path(tmp_path, "noarch", "pip", "26.3", "pyh_0")
     pkg.parent.mkdir(parents=True)
@@ -178,8 +202,25 @@ def test_wheel_selection_prefers_newest_fitting(tmp_path):
 def test_conda_run_requirements():
     run = oc.conda_run_requirements(
         ["packaging>=22", "pluggy<2,>=1.5", "colorama>=0.4; sys_platform == 'win32'",
-         "typing-extensions~=4.10", "pytest; extra == 'test'"], ">=3.10", "3.11")
-    assert run == ["python >=3.10", "packaging >=22", "pluggy >=1.5,<2", "typing_extensions >=4.10"]
+         "typing-extensions~=4.10", "pytest; extra == 'test'",
+         "triton~=3.8.0; platform_system == 'Linux' and python_version < '3.15'"], ">=3.10", "3.11")
+    assert run == ["python >=3.10", "packaging >=22", "pluggy >=1.5,<2", "typing_extensions >=4.10,<5.0a0",
+                   "triton >=3.8.0,<3.9.0a0"]
+    assert oc.conda_run_requirements(["triton~=3.8.0; python_version < '3.15'"], None, "3.15") == ["python"]
+
+
+def test_torch_companions_pinned_as_torch_asks(tmp_path):
+    requires = ("Requires-Dist: filelock\nRequires-Dist: nvidia-nccl-cu13==2.30.7; platform_system == \"Linux\"\n"
+                "Requires-Dist: triton~=3.8.0; platform_system == \"Linux\" and python_version < \"3.15\"\n")
+    wheel = tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch-2.14.1.dist-info/METADATA", "Name: torch\nVersion: 2.14.1\n" + requires)
+    assert oc.torch_companions("wheel", wheel, "3.11") == {"triton": "~=3.8.0"}
+    assert oc.torch_companions("wheel", wheel, "3.15") == {}
+    site = tmp_path / "site"
+    (site / "torch-2.14.1.dist-info").mkdir(parents=True)
+    (site / "torch-2.14.1.dist-info" / "METADATA").write_text("Name: torch\n" + requires)
+    assert oc.torch_companions("installed", site, "3.12") == {"triton": "~=3.8.0"}
 
 
 def test_variant_overrides_tell_the_truth():
@@ -213,8 +254,13 @@ def test_prune_removes_only_packages_no_standin_builds(tmp_path):
     other = tmp_path / "noarch" / "repodata.json"
     other.parent.mkdir()
     other.write_text("{}")
+    stamps = {p: oc.stamp_path(p) for p in (keep, old)}
+    stamps[keep].parent.mkdir()
+    for stamp in stamps.values():
+        stamp.write_text("digest")
     removed = oc.prune_channel(tmp_path, {keep}, "3.11", lambda _msg: None)
     assert removed == [old] and keep.exists() and not old.exists() and other.exists()
+    assert stamps[keep].exists() and not stamps[old].exists()
 
 
 def test_prune_keeps_the_packages_of_other_pythons(tmp_path):
