@@ -267,18 +267,23 @@ def recipe_test_section(archs: str) -> TestSection:
     return TestSection(list(script["script"]["content"]), env, files.get("recipe", []), files.get("source", []))
 
 
-def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, require_gpu: bool) -> Step:
-    """The recipe's test section, as rattler-build runs it: its files in the working folder, its commands."""
-    section = recipe_test_section(archs)
-    tests = work / "test"
+def copy_test_files(section: TestSection, source: Path, dest: Path) -> None:
+    """The section's files from recipe/ and from the (patched) source, laid out in dest as rattler-build does."""
     for root, names in ((RECIPE_DIR, section.recipe_files), (source, section.source_files)):
         for name in names:
-            src, dst = root / name, tests / name
+            src, dst = root / name, dest / name
             dst.parent.mkdir(parents=True, exist_ok=True)
             if src.is_dir():
                 shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy2(src, dst)
+
+
+def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, require_gpu: bool) -> Step:
+    """The recipe's test section, as rattler-build runs it: its files in the working folder, its commands."""
+    section = recipe_test_section(archs)
+    tests = work / "test"
+    copy_test_files(section, source, tests)
     report = out / "tests.xml"
     env = {**os.environ, **section.env, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1",
            "CAUSAL_CONV1D_REQUIRE_GPU": "1" if require_gpu else "0", "PYTEST_ADDOPTS": f"--junitxml={report}"}

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -30,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from scripts.common import REPO_ROOT
-from tests.recipe.recipe_modules import RECIPE_TESTS, load_recipe_module
+from scripts.gpu_check import copy_test_files, recipe_test_section
+from tests.recipe.recipe_modules import load_recipe_module
 
 # Written next to the copied tests and loaded with -p: records every collected upstream case
 # (name, parameters as strings) and whether the conftest kept it.
@@ -64,8 +64,9 @@ def collect(tmp: Path, source_root: Path, sys_path: list[Path], **env: str) -> d
     for module in ("einops", "triton"):
         assert importlib.util.find_spec(module), f"collecting upstream's tests needs {module} (requirements-dev.txt)"
     work = tmp / "test"
-    shutil.copytree(RECIPE_TESTS, work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(source_root / "tests" / conftest.UPSTREAM_FILE, work / "tests" / conftest.UPSTREAM_FILE)
+    # The files of recipe.yaml's script test, laid out as rattler-build lays them out.
+    copy_test_files(recipe_test_section(archs="9.0"), source_root, work)
+    assert (work / "tests" / conftest.UPSTREAM_FILE).is_file(), sorted(work.rglob("*.py"))
     (work / "subset_recorder.py").write_text(RECORDER)
     record = tmp / "record.json"
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CAUSAL_CONV1D_")}
