@@ -187,6 +187,11 @@ def find_wheel(dirs: Sequence[Path], name: str, constraint: str, py_tag: str) ->
     return best[1] if best else None
 
 
+def requires_dist(metadata: str) -> list[str]:
+    """The Requires-Dist lines of a METADATA file's text."""
+    return [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+
+
 def wheel_metadata(path: Path) -> tuple[list[str], str | None, list[str]]:
     """(Requires-Dist lines, Requires-Python, console scripts) of a wheel."""
     with zipfile.ZipFile(path) as zf:
@@ -195,7 +200,7 @@ def wheel_metadata(path: Path) -> tuple[list[str], str | None, list[str]]:
         text = zf.read(meta).decode("utf-8")
         eps_name = meta.replace("METADATA", "entry_points.txt")
         eps = zf.read(eps_name).decode("utf-8") if eps_name in names else ""
-    requires = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    requires = requires_dist(text)
     python = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Python:")), None)
     scripts: list[str] = []
     section = ""
@@ -225,8 +230,7 @@ def torch_companions(kind: str, src: Path, py_ver: str) -> dict[str, str]:
         requires = wheel_metadata(src)[0]
     else:
         meta = sorted(src.glob("torch-*.dist-info/METADATA"))[-1]  # detect_torch checked it exists
-        requires = [line.split(":", 1)[1].strip() for line in meta.read_text().splitlines()
-                    if line.startswith("Requires-Dist:")]
+        requires = requires_dist(meta.read_text())
     return {req.name: str(req.specifier) for req in applicable_requirements(requires, py_ver)
             if req.name in TORCH_COMPANIONS}
 
