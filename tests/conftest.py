@@ -1,11 +1,9 @@
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,7 +22,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def sdist() -> Path:
     """The pinned upstream sdist, downloaded once into the cache and sha-checked."""
-    from scripts.sources import fetch_sdist
+    from ssm_conda.sources import fetch_sdist
 
     return fetch_sdist()
 
@@ -36,7 +34,7 @@ def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     Upstream's Python interface comes from the pinned sdist; tests/recipe/cpu_kernel replaces
     the compiled causal_conv1d_cuda. The kernel tests and the benchmark run on it without a GPU.
     """
-    from scripts.sources import unpack_patched
+    from ssm_conda.sources import unpack_patched
 
     # Not a skip: without torch these checks would silently never run (requirements-dev.txt has it).
     assert importlib.util.find_spec("torch"), "the CPU stand-in needs torch: pip install -r requirements-dev.txt"

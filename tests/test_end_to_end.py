@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+from ssm_conda.build import cache_hits
+from ssm_conda.channels import install_into_prefix
+from ssm_conda.console import human_duration, human_size
+from ssm_conda.paths import cache_dir
 
-from scripts.build import cache_hits
-from scripts.channel import install_into_prefix
-from scripts.common import REPO_ROOT, human_duration, human_size
-from scripts.sources import cache_dir
 from tests.recipe.recipe_modules import load_recipe_module
 
 CUDA, PYTHON, TORCH, ARCH = "13.0", "3.11", "2.14", "9.0"
@@ -60,7 +60,7 @@ def python_prefix(version: str) -> Path:
 def standin() -> Path:
     """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
-    script = str(REPO_ROOT / "scripts" / "offline_channel.py")
+    script = "-m", "ssm_conda", "standin"
     run(sys.executable, script, "--output", str(channel))
     run(sys.executable, script, "--output", str(channel), "--python-prefix", str(python_prefix(PYTHON_B)),
         "--torch", TORCH)
@@ -88,7 +88,7 @@ def assert_gpu_tests_skipped_with_reason(output: str) -> None:
 def build_variant(channel: Path, output: Path, python: str, ccache: Path) -> tuple[Path, str, float]:
     """build.py for one variant, its output streamed (a long compile shows progress in the CI log)."""
     start = time.monotonic()
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "build.py"), "--channel", channel.as_uri(),
+    command = [sys.executable, "-m", "ssm_conda", "build", "--channel", channel.as_uri(),
                "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--arch", ARCH]
     env = {**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
@@ -210,7 +210,7 @@ def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
     tests' log says they were skipped and why; without --allow-no-gpu it refuses before solving anything.
     """
     output, package, _log, _seconds = built
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "gpu_test.py"), str(package),
+    command = [sys.executable, "-m", "ssm_conda", "gpu-test", str(package),
                "--channel", str(output), "--channel", str(standin), "--log-dir", str(tmp_path / "logs")]
     refused = subprocess.run(command, capture_output=True, text=True)
     assert refused.returncode == 1 and "no GPU on this machine" in refused.stderr, refused.stdout + refused.stderr

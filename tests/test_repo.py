@@ -4,7 +4,7 @@ import re
 import subprocess
 import tomllib
 
-from scripts.common import REPO_ROOT
+from ssm_conda.paths import REPO_ROOT
 
 
 def requirements() -> dict[str, str]:

@@ -6,9 +6,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from scripts.common import RECIPE_DIR
-from scripts.sources import recipe_source, unpack_patched
+from ssm_conda.paths import RECIPE_DIR
+from ssm_conda.sources import recipe_source, unpack_patched
 
 PATCHES = recipe_source()["patches"]
 

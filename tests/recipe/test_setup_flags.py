@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from scripts.sources import unpack_patched
+from ssm_conda.sources import unpack_patched
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="no nvcc on PATH")

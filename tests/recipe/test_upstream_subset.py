@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from ssm_conda.gpu_checks.wheel import copy_test_files, recipe_test_section
+from ssm_conda.paths import REPO_ROOT
 
-from scripts.common import REPO_ROOT
-from scripts.gpu_check import copy_test_files, recipe_test_section
 from tests.recipe.recipe_modules import load_recipe_module
 
 # Written next to the copied tests and loaded with -p: records every collected upstream case

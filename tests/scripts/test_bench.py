@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from scripts import bench
+from ssm_conda import cli
+from ssm_conda.benchmarks import kernels as bench
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def _has_cuda() -> bool:
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "bench.py"), *args],
+    return subprocess.run([sys.executable, "-m", "ssm_conda", "bench-kernels", *args],
                           capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
 
 
@@ -98,7 +98,7 @@ def cpu_device(monkeypatch, cpu_causal_conv1d):
 
 def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
     """Every op through upstream's interface, then table, JSON and plot (the CUDA timer swapped out)."""
-    assert bench.main(["--repeats", "2", "--json", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]) == 0
+    assert cli.main(["bench-kernels", "--repeats", "2", "--json", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]) == 0
     out = capsys.readouterr().out
     assert "CPU stand-in (compute capability 0.0)" in out
     assert "[12/12] update fp16 2x64x3" in out
@@ -115,7 +115,7 @@ def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
 
 
 def test_no_ref_leaves_the_speedup_out(cpu_device, tmp_path, capsys):
-    assert bench.main(["--ops", "bwd", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "1",
+    assert cli.main(["bench-kernels", "--ops", "bwd", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "1",
                        "--no-ref", "--json", str(tmp_path / "b.json")]) == 0
     (result,) = json.loads((tmp_path / "b.json").read_text())["results"]
     assert result["label"] == "bwd bf16 cl 2x64x128"

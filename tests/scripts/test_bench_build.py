@@ -5,8 +5,6 @@ import sys
 
 import pytest
 
-from scripts.common import REPO_ROOT
-
 
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -18,7 +16,7 @@ from scripts.common import REPO_ROOT
     ],
 )
 def test_bad_input_exits_2_before_building(args, message):
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "bench_build.py"), *args],
+    result = subprocess.run([sys.executable, "-m", "ssm_conda", "bench-build", *args],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith(message), result.stderr
@@ -28,7 +26,7 @@ def test_bad_input_exits_2_before_building(args, message):
 def test_report_prints_every_ratio_and_writes_the_figures(tmp_path, capsys):
     import json
 
-    from scripts.bench_build import Timing, report
+    from ssm_conda.benchmarks.build_times import Timing, report
 
     timings = [Timing("variant A", "3.11", "9.0", "cold", 356.0, 21_861_976, "0/4"),
                Timing("variant B", "3.12", "9.0", "warm", 42.4, 21_861_789, "3/4")]

@@ -5,19 +5,19 @@ import subprocess
 import sys
 
 import pytest
+from ssm_conda import build
+from ssm_conda.console import UsageError
+from ssm_conda.matrix import TARGET_PLATFORM, plan
+from ssm_conda.paths import REPO_ROOT
 
-from scripts import build
-from scripts.common import REPO_ROOT, UsageError
-from scripts.variants import TARGET_PLATFORM, plan
 
-
-def run_build_cli(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "build.py"), *args],
+def run_cli(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ssm_conda", *args],
                           cwd=cwd, capture_output=True, text=True)
 
 
 def test_plan_prints_the_whole_matrix():
-    result = run_build_cli("plan")
+    result = run_cli("plan")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["CUDA", "Python", "torch", "archs", "build", "string"]
@@ -27,7 +27,7 @@ def test_plan_prints_the_whole_matrix():
 
 
 def test_plan_with_selectors_and_overrides():
-    result = run_build_cli("plan", "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0")
+    result = run_cli("plan", "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0")
     assert result.returncode == 0, result.stderr
     assert "cuda130_py311_torch214_h" in result.stdout and "1 variant(s)" in result.stdout
 
@@ -45,7 +45,7 @@ def test_plan_with_selectors_and_overrides():
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_built(tmp_path, args, message):
     out = tmp_path / "out"
-    result = run_build_cli("--output-dir", str(out), *args, cwd=tmp_path)
+    result = run_cli("build", "--output-dir", str(out), *args, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().startswith(message), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -73,7 +73,7 @@ def test_compiler_cache_inside_the_output_channel_is_refused(tmp_path):
     out = tmp_path / "out"
     env_cache = str(out / "ccache")
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "build.py"), "--output-dir", str(out),
+        [sys.executable, "-m", "ssm_conda", "build", "--output-dir", str(out),
          "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0"],
         cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": env_cache},
     )

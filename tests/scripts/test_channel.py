@@ -3,8 +3,7 @@
 import json
 
 from rattler import Subdir
-
-from scripts.channel import index_channel
+from ssm_conda.channels import index_channel
 
 
 def test_index_creates_repodata_for_native_and_noarch(tmp_path):

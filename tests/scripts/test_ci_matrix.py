@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from scripts import ci_matrix
-from scripts.common import REPO_ROOT, VARIANTS_DIR
+from ssm_conda import ci_matrix, cli
+from ssm_conda.paths import REPO_ROOT, VARIANTS_DIR
 
 
 def test_one_entry_per_variant_file():
@@ -29,7 +28,7 @@ def test_one_entry_per_variant_file():
 def test_script_prints_json_for_fromjson(tmp_path):
     out = tmp_path / "github_output"
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "ci_matrix.py"), "--github-output"],
+        [sys.executable, "-m", "ssm_conda", "ci-matrix", "--github-output"],
         capture_output=True, text=True, check=True, env={"GITHUB_OUTPUT": str(out), "PATH": "/usr/bin:/bin"},
     )
     printed = json.loads(result.stdout)
@@ -49,13 +48,10 @@ def test_new_variant_file_is_picked_up(tmp_path):
 
 
 def test_empty_or_broken_variants_dir(tmp_path, capsys):
-    assert ci_matrix.main.__name__ == "main"
-    from scripts.common import run_cli
-
-    assert run_cli(ci_matrix.main, ["--variants-dir", str(tmp_path)]) == 1
+    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 1
     assert "no variant files" in capsys.readouterr().err
     (tmp_path / "bad.yaml").write_text("python: ['3.12']\n")
-    assert run_cli(ci_matrix.main, ["--variants-dir", str(tmp_path)]) == 1
+    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 1
     assert "not a valid variant file" in capsys.readouterr().err
 
 

@@ -3,11 +3,11 @@
 import subprocess
 import sys
 
-from scripts.common import REPO_ROOT
+from ssm_conda.paths import REPO_ROOT
 
 
 def test_exit_without_finalizing_flushes_and_keeps_the_status():
-    code = ("import atexit, sys; from scripts.common import exit_without_finalizing; "
+    code = ("import atexit, sys; from ssm_conda.console import exit_without_finalizing; "
             "atexit.register(lambda: print('finalized')); "
             "print('out', end=''); print('err', end='', file=sys.stderr); exit_without_finalizing(3)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)

@@ -10,21 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from scripts import doctor
-from scripts.common import REPO_ROOT, run_cli
-from scripts.doctor import (
-    EnvInfo,
-    Facts,
-    InstalledDist,
-    InterpreterInfo,
-    NvccInfo,
-    Probes,
-    TorchInfo,
-    advise,
-)
-from scripts.gpu import DriverInfo, GpuInfo
-from scripts.variants import VariantFile, load_variant_files
+from ssm_conda import cli, doctor
+from ssm_conda.doctor import EnvInfo, Facts, InstalledDist, InterpreterInfo, NvccInfo, Probes, TorchInfo, advise
+from ssm_conda.machine import DriverInfo, GpuInfo
+from ssm_conda.matrix import VariantFile, load_variant_files
+from ssm_conda.paths import REPO_ROOT
 
 DOCTOR = REPO_ROOT / "scripts" / "doctor.py"
 
@@ -146,7 +136,7 @@ def test_no_gpu_no_driver_no_torch_injected(capsys: pytest.CaptureFixture[str]) 
         conda_records=lambda _prefix: {},
         environ={},
     )
-    assert doctor.main(["--json"], probes=probes) == 0
+    assert doctor.run(cli.parse_args(["doctor", "--json"]), probes=probes) == 0
     data = json.loads(capsys.readouterr().out)
     missing = " ".join(data["advice"]["missing"])
     assert "NVIDIA driver" in missing and "torch: not installed" in missing and "nvcc" in missing
@@ -158,7 +148,7 @@ def test_no_gpu_no_driver_no_torch_injected(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_bad_interpreter_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(doctor.main, ["--interpreter", "/no/such/python"]) == 2
+    assert cli.main(["doctor", "--interpreter", "/no/such/python"]) == 2
     assert "no such file" in capsys.readouterr().err
 
 
@@ -400,7 +390,7 @@ FAKE_TORCH = (
 def test_probe_in_a_subprocess_with_a_stale_pip_wheel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wrapper = _fake_env(tmp_path, FAKE_TORCH)
     probes = Probes(driver=lambda: driver(), nvcc=lambda _env: None, environ={})
-    assert doctor.main(["--interpreter", str(wrapper), "--json"], probes=probes) == 0
+    assert doctor.run(cli.parse_args(["doctor", "--interpreter", str(wrapper), "--json"]), probes=probes) == 0
     data = json.loads(capsys.readouterr().out)
     interp = data["facts"]["interpreter"]
     assert interp["torch"]["version"] == "2.13.0+cu130"

@@ -15,9 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from scripts import gpu_check
-from scripts.gpu import detect_compute_capabilities
+from ssm_conda.gpu_checks import wheel as gpu_check
+from ssm_conda.machine import detect_compute_capabilities
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 no_gpu_here = pytest.mark.skipif(bool(detect_compute_capabilities()), reason="this machine has a GPU")
@@ -39,7 +38,7 @@ def run(*args: str, stub: Path | None = None, cwd: Path = REPO_ROOT,
         env["PYTHONPATH"] = str(stub)
     if cuda_home is not None:
         env["CUDA_HOME"] = cuda_home
-    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "gpu_check.py"), *args],
+    return subprocess.run([sys.executable, "-m", "ssm_conda", "gpu-wheel", *args],
                           capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 

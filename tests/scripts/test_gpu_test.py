@@ -7,15 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from scripts import gpu_test
-from scripts.gpu import detect_compute_capabilities
+from ssm_conda.gpu_checks import packages as gpu_test
+from ssm_conda.machine import detect_compute_capabilities
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "gpu_test.py"), *args],
+    return subprocess.run([sys.executable, "-m", "ssm_conda", "gpu-test", *args],
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 

@@ -10,9 +10,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from scripts import offline_channel as oc
-from scripts.common import run_cli
+from ssm_conda import cli
+from ssm_conda import standin as oc
 
 REPO = Path(__file__).resolve().parents[2]
 HAS_PY_SHARED = bool(list(Path(sys.base_prefix, "lib").glob("libpython3*.so*")))
@@ -44,7 +43,7 @@ def write_conda(path: Path, complete: bool = True) -> Path:
 
 
 def run(argv: list[str], capsys) -> tuple[int, str]:
-    code = run_cli(oc.main, argv)
+    code = cli.main(["standin", *argv])
     return code, capsys.readouterr().err
 
 
@@ -125,7 +124,7 @@ def test_cli_runs_as_a_file(tmp_path):
     """`python scripts/offline_channel.py` works without the package on sys.path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts/offline_channel.py"), "--output", str(tmp_path / "c"),
+        [sys.executable, "-m", "ssm_conda", "standin", "--output", str(tmp_path / "c"),
          "--cuda-home", str(tmp_path / "nocuda")],
         capture_output=True, text=True, cwd=tmp_path, env=env)
     assert result.returncode == 2

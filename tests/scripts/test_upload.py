@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 import rattler_build
-
-from scripts import upload
+from ssm_conda import upload
 
 VARIANTS = [("130", "312", "213"), ("129", "312", "213"), ("130", "311", "212")]
 

@@ -21,9 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from scripts import upload
-from scripts.sources import cache_dir
+from ssm_conda import upload
+from ssm_conda.paths import cache_dir
 
 pytestmark = pytest.mark.servers
 

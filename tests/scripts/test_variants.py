@@ -3,9 +3,8 @@
 import re
 
 import pytest
-
-from scripts.common import UsageError
-from scripts.variants import TARGET_PLATFORM, Selection, load_variant_files, parse_arch_list, plan, select
+from ssm_conda.console import UsageError
+from ssm_conda.matrix import TARGET_PLATFORM, Selection, load_variant_files, plan, select
 
 FILES = load_variant_files()
 ALL = plan()
@@ -99,8 +98,8 @@ def test_unknown_values_name_what_is_accepted(selection, message):
 
 def test_arch_keywords():
     vfile = next(f for f in FILES if f.cuda == "13.0")
-    assert parse_arch_list("all", vfile) == vfile.arch_list
-    assert parse_arch_list("native", vfile, detect=lambda: ["9.0", "12.0"]) == "9.0;12.0"
-    assert parse_arch_list("8.0, 9.0+PTX", vfile) == "8.0;9.0+PTX"
+    assert vfile.resolve_arch("all") == vfile.arch_list
+    assert vfile.resolve_arch("native", detect=lambda: ["9.0", "12.0"]) == "9.0;12.0"
+    assert vfile.resolve_arch("8.0, 9.0+PTX") == "8.0;9.0+PTX"
     with pytest.raises(UsageError, match="--arch native found no GPU"):
-        parse_arch_list("native", vfile, detect=lambda: [])
+        vfile.resolve_arch("native", detect=lambda: [])

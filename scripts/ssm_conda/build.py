@@ -10,16 +10,9 @@ variant files are overrides), --arch (all = the variant file's list, native = th
 
 from __future__ import annotations
 
-if __package__ in (None, ""):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import os
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,20 +22,17 @@ from urllib.request import url2pathname
 
 import yaml
 
-from scripts.channel import index_channel
-from scripts.common import (
-    DEFAULT_CHANNEL,
+from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
+from ssm_conda.console import (
     PipelineError,
     UsageError,
-    exit_without_finalizing,
     format_table,
     human_duration,
     human_size,
-    run_cli,
 )
-from scripts.gpu import compute_capabilities_from_driver
-from scripts.sources import cache_dir
-from scripts.variants import PlannedVariant, Selection, plan
+from ssm_conda.machine import compute_capabilities_from_driver
+from ssm_conda.matrix import PlannedVariant, Selection, plan
+from ssm_conda.paths import cache_dir
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/build.sh (a build secret: never recorded)
@@ -69,18 +59,22 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
     return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="build.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("command", nargs="?", default="build", choices=["build", "plan"])
+def configure_plan(parser: argparse.ArgumentParser) -> None:
     add_selector_arguments(parser)
+    add_channel_argument(parser)
+
+
+def add_channel_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--channel",
+        "-c", "--channel",
         action="append",
         help=f"channel to solve from (repeatable; default {DEFAULT_CHANNEL}); file:// URLs and "
         "local directories work",
     )
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    configure_plan(parser)
     parser.add_argument("--output-dir", default="output", help="output channel (default: output)")
     parser.add_argument(
         "--skip-existing", action="store_true", help="skip variants already in the output channel"
@@ -92,28 +86,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-cache", action="store_true",
         help=f"do not use the compiler cache (default: ccache in $CAUSAL_CONV1D_CCACHE_DIR or {CCACHE_HINT})",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="stream the full build log")
-    return parser.parse_args(argv)
-
-
-def normalise_channel(channel: str) -> str:
-    """A channel name, an http(s)/file URL, or a local directory (turned into a file:// URL)."""
-    parsed = urlparse(channel)
-    if parsed.scheme in ("http", "https") and parsed.netloc:
-        return channel
-    if parsed.scheme == "file":
-        path = Path(url2pathname(parsed.path))
-        if not path.is_dir():
-            raise UsageError(f"channel {channel!r}: {path} is not a directory")
-        return channel
-    if Path(channel).is_dir():
-        return Path(channel).resolve().as_uri()
-    if not parsed.scheme and CHANNEL_NAME_RE.fullmatch(channel):
-        return channel
-    raise UsageError(
-        f"channel {channel!r} is not a channel name, an http(s):// or file:// URL, "
-        "or an existing directory"
     )
 
 
@@ -264,16 +236,21 @@ def print_summary(outcomes: Sequence[Outcome]) -> None:
     print(format_table(["variant", "result", "time", "cache hits", "size", "path"], rows))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+def planned(args: argparse.Namespace) -> tuple[list[str], list[PlannedVariant]]:
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
     overrides = standin_overrides(channels)
     if overrides:
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
-    variants = plan(selection_from_args(args), overrides=overrides)
-    if args.command == "plan":
-        print_plan(variants)
-        return 0
+    return channels, plan(selection_from_args(args), overrides=overrides)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    print_plan(planned(args)[1])
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    channels, variants = planned(args)
 
     output_dir = Path(args.output_dir).resolve()
     configure_compiler_cache(args.no_cache, output_dir)
@@ -294,6 +271,3 @@ def main(argv: Sequence[str] | None = None) -> int:
                             + ", ".join(o.variant.label for o in failed))
     return 0
 
-
-if __name__ == "__main__":
-    exit_without_finalizing(run_cli(main))

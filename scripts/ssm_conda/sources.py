@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -12,13 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from scripts.common import RECIPE, RECIPE_DIR, PipelineError, sha256_of
-
-
-def cache_dir() -> Path:
-    """Where downloads and other expensive results live, outside any clone."""
-    root = os.environ.get("CAUSAL_CONV1D_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
-    return Path(root)
+from ssm_conda.console import PipelineError
+from ssm_conda.paths import RECIPE, RECIPE_DIR, cache_dir
 
 
 def recipe_source() -> dict:
@@ -63,3 +59,13 @@ def unpack_patched(destination: Path, patches: bool = True) -> Path:
                 cwd=root, check=True, capture_output=True, text=True,
             )
     return root
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+

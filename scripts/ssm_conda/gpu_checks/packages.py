@@ -17,31 +17,17 @@ Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped), 2 bad in
 
 from __future__ import annotations
 
-if __package__ in (None, ""):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import os
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.common import (
-    DEFAULT_CHANNEL,
-    PipelineError,
-    UsageError,
-    exit_without_finalizing,
-    format_table,
-    human_duration,
-    run_cli,
-)
-from scripts.gpu import detect_compute_capabilities
+from ssm_conda.channels import DEFAULT_CHANNEL
+from ssm_conda.console import PipelineError, UsageError, format_table, human_duration
+from ssm_conda.machine import detect_compute_capabilities
 
 PACKAGE_NAME = "causal-conv1d"
 # Printed by recipe/tests/conftest.py at the end of a pytest run whose GPU tests did not run.
@@ -192,10 +178,7 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Pat
     return outcomes
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="gpu_test.py", description="Run the tests of built causal-conv1d packages (rattler-build test) on a GPU machine."
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
                         help=".conda files, or directories (e.g. output/) holding causal-conv1d packages")
     parser.add_argument("-c", "--channel", action="append", default=None,
@@ -205,8 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--test", type=int, action="append", metavar="INDEX",
                         help="run only this test of each package (0-based; repeatable)")
     parser.add_argument("--log-dir", type=Path, help="write each test's full output here")
-    parser.add_argument("-v", "--verbose", action="store_true", help="stream rattler-build's output")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
 
     packages = find_packages(args.packages)
     channels = [channel_argument(c) for c in (args.channel or [DEFAULT_CHANNEL])]
@@ -234,7 +218,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = [o for o in outcomes if not o.ok]
     print(f"\n{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    exit_without_finalizing(run_cli(main))

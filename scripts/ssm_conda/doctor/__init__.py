@@ -12,12 +12,6 @@ the exit status is 0 unless the arguments are wrong.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import json
 import os
@@ -25,24 +19,20 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scripts.common import DEFAULT_CHANNEL, RECIPE, REPO_ROOT, VARIANTS_DIR, UsageError, format_table, run_cli
-from scripts.gpu import (
-    DRIVER_OF_TOOLKIT,
-    MIN_DRIVER_FOR_MAJOR,
-    DriverInfo,
-    GpuInfo,
-    arch_covers,
-    driver_info,
-    parse_arch_entries,
-    version_key,
-)
-from scripts.variants import VariantFile, load_variant_files
+from ssm_conda.archs import arch_covers, parse_arch_list, version_key
+from ssm_conda.channels import DEFAULT_CHANNEL
+from ssm_conda.console import UsageError, format_table
+from ssm_conda.machine import DRIVER_OF_TOOLKIT, MIN_DRIVER_FOR_MAJOR, DriverInfo, GpuInfo, driver_info
+from ssm_conda.matrix import VariantFile, load_variant_files
+from ssm_conda.paths import RECIPE, REPO_ROOT, VARIANTS_DIR
 
 PACKAGE = "causal-conv1d"
 FALLBACK_VERSION = "1.7.0"
@@ -602,7 +592,7 @@ def advise(
         how = arch_covers(gpu.compute_cap, vfile.arch_list)
         if how is None:
             packaged_archs = vfile.arch_list
-            newer = all(version_key(gpu.compute_cap) > version_key(a) for a, _ in parse_arch_entries(packaged_archs))
+            newer = all(version_key(gpu.compute_cap) > e.key for e in parse_arch_list(packaged_archs))
             advice.warn(
                 "arch-not-packaged",
                 f"GPU {gpu.index} ({gpu.name}, {gpu.sm}) is {'newer than every' if newer else 'not among the'} "
@@ -794,10 +784,7 @@ def to_json(facts: Facts, advice: Advice) -> dict[str, Any]:
     return {"schema": SCHEMA, "facts": asdict(facts), "advice": asdict(advice)}
 
 
-def main(argv: Sequence[str] | None = None, probes: Probes | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="doctor.py", description="Which causal-conv1d package fits this machine, and how to get it."
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interpreter",
         default=sys.executable,
@@ -813,7 +800,9 @@ def main(argv: Sequence[str] | None = None, probes: Probes | None = None) -> int
     parser.add_argument("--variants-dir", type=Path, default=VARIANTS_DIR, help="variant files (default: variants/)")
     parser.add_argument("--no-import", action="store_true", help="read torch's metadata only, do not import it")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
 
     interpreter = args.interpreter
     if os.sep not in interpreter:
@@ -830,7 +819,3 @@ def main(argv: Sequence[str] | None = None, probes: Probes | None = None) -> int
     else:
         print(render_text(facts, advice))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

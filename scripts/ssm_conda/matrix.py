@@ -16,12 +16,13 @@ from typing import Any
 
 import yaml
 
-from scripts.common import RECIPE, VARIANTS_DIR, UsageError, one_of
-from scripts.gpu import detect_compute_capabilities
+from ssm_conda.archs import resolve_arch_option
+from ssm_conda.console import UsageError, one_of
+from ssm_conda.machine import detect_compute_capabilities
+from ssm_conda.paths import RECIPE, VARIANTS_DIR
 
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
-ARCH_RE = re.compile(r"(\d+\.\d+)(\+PTX)?")
 # The recipe builds natively on linux-64 and linux-aarch64 (conda-forge has CUDA pytorch for both).
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 
@@ -57,39 +58,14 @@ class VariantFile:
     def display_path(self) -> str:
         return f"variants/{self.path.name}"
 
+    def resolve_arch(self, value: str, detect: Callable[[], list[str]] = detect_compute_capabilities) -> str:
+        """--arch (all, native, or "8.0;9.0+PTX") as a TORCH_CUDA_ARCH_LIST for this CUDA version."""
+        return resolve_arch_option(value, self.cuda, self.arch_list, self.arch_supported, detect)
+
 
 def load_variant_files(directory: Path = VARIANTS_DIR) -> list[VariantFile]:
     files = [VariantFile(p, yaml.safe_load(p.read_text())) for p in sorted(directory.glob("*.yaml"))]
     return sorted(files, key=lambda f: tuple(int(p) for p in f.cuda.split(".")))
-
-
-def parse_arch_list(
-    value: str,
-    vfile: VariantFile,
-    detect: Callable[[], list[str]] = detect_compute_capabilities,
-) -> str:
-    """Turn --arch (all, native, or "8.0;9.0+PTX") into a TORCH_CUDA_ARCH_LIST for one CUDA."""
-    if value == "all":
-        return vfile.arch_list
-    if value == "native":
-        caps = detect()
-        if not caps:
-            raise UsageError(
-                "--arch native found no GPU (no nvidia-smi output and torch sees no device); "
-                "name the architectures instead, e.g. --arch 9.0"
-            )
-        value = ";".join(caps)
-    entries = [e for e in re.split(r"[;,\s]+", value.strip()) if e]
-    if not entries:
-        raise UsageError("--arch is empty; accepted: all, native, or a list like '8.0;9.0+PTX'")
-    for entry in entries:
-        match = ARCH_RE.fullmatch(entry)
-        if match is None or match.group(1) not in vfile.arch_supported:
-            raise UsageError(
-                f"unknown architecture {entry!r} for CUDA {vfile.cuda}; accepted: all, native, or "
-                f"';'-separated from {', '.join(vfile.arch_supported)} (append +PTX for PTX)"
-            )
-    return ";".join(entries)
 
 
 @dataclass(frozen=True)
@@ -158,7 +134,7 @@ def select(
         if selection.torch is not None:
             config["pytorch"] = [selection.torch]
         if selection.arch is not None:
-            config["cuda_arch_list"] = [parse_arch_list(selection.arch, vfile, detect)]
+            config["cuda_arch_list"] = [vfile.resolve_arch(selection.arch, detect)]
         config.update(overrides or {})
         configs.append((vfile, config))
     return configs

@@ -8,19 +8,14 @@ variants/ is the only list of variants: the workflow never repeats it.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import json
 import os
-from collections.abc import Sequence
+from pathlib import Path
 
-from scripts.common import VARIANTS_DIR, PipelineError, UsageError, run_cli
-from scripts.variants import VariantFile, load_variant_files
+from ssm_conda.console import PipelineError, UsageError
+from ssm_conda.matrix import VariantFile, load_variant_files
+from ssm_conda.paths import VARIANTS_DIR
 
 
 def matrix_entry(vfile: VariantFile) -> dict[str, object]:
@@ -46,12 +41,12 @@ def build_matrix(directory: Path = VARIANTS_DIR) -> dict[str, list[dict[str, obj
     return {"include": [matrix_entry(f) for f in files]}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ci_matrix.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants-dir", default=str(VARIANTS_DIR), help="default: variants/")
     parser.add_argument("--github-output", action="store_true", help="append matrix=<json> to $GITHUB_OUTPUT")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     text = json.dumps(build_matrix(Path(args.variants_dir)), separators=(",", ":"))
     print(text)
     if args.github_output:
@@ -61,7 +56,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(f"matrix={text}\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

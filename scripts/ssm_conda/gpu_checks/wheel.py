@@ -22,12 +22,6 @@ Exit status: 0 all passed, 1 a step failed, 2 bad input (nothing written).
 
 from __future__ import annotations
 
-if __package__ in (None, ""):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import json
 import os
@@ -45,22 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-from scripts.common import (
-    RECIPE,
-    RECIPE_DIR,
-    REPO_ROOT,
-    PipelineError,
-    UsageError,
-    format_table,
-    human_duration,
-    human_size,
-    run_cli,
-)
-from scripts.gpu import detect_compute_capabilities
-from scripts.gpu_test import PYTEST_SUMMARY
-from scripts.sources import unpack_patched
-from scripts.variants import load_variant_files, parse_arch_list
+from ssm_conda.cli import subcommand
+from ssm_conda.console import PipelineError, UsageError, format_table, human_duration, human_size
+from ssm_conda.gpu_checks.packages import PYTEST_SUMMARY
+from ssm_conda.machine import detect_compute_capabilities
+from ssm_conda.matrix import load_variant_files
+from ssm_conda.paths import RECIPE, RECIPE_DIR, REPO_ROOT
+from ssm_conda.sources import unpack_patched
 
 DEFAULT_DIR = REPO_ROOT / ".device"
 SOURCE_NAME = "causal-conv1d-src"
@@ -131,7 +116,7 @@ def arch_list(value: str, cuda: str) -> str:
     files = {f.cuda: f for f in load_variant_files()}
     major_minor = ".".join(cuda.split(".")[:2])
     vfile = files.get(major_minor) or max(files.values(), key=lambda f: tuple(map(int, f.cuda.split("."))))
-    return parse_arch_list(value, vfile)
+    return vfile.resolve_arch(value)
 
 
 def cuda_home() -> str:
@@ -302,9 +287,9 @@ def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, requi
 
 
 def run_bench(site: Path, out: Path, bench_args: Sequence[str]) -> tuple[Step, dict | None]:
-    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONUNBUFFERED": "1"}
+    command, env = subcommand("bench-kernels", "--json", str(out / "bench.json"), *bench_args)
+    env.update(PYTHONPATH=os.pathsep.join((str(site), env["PYTHONPATH"])), PYTHONUNBUFFERED="1")
     log = out / "bench.log"
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py"), "--json", str(out / "bench.json"), *bench_args]
     try:
         import matplotlib  # noqa: F401
 
@@ -323,7 +308,7 @@ def run_bench(site: Path, out: Path, bench_args: Sequence[str]) -> tuple[Step, d
     return Step("bench", True, seconds, detail), figures
 
 
-def run(args: argparse.Namespace) -> int:
+def run_checks(args: argparse.Namespace) -> int:
     source = args.source.resolve()
     if not (source / "setup.py").is_file():
         raise UsageError(f"no patched source at {source}: run `python scripts/gpu_check.py prepare` first "
@@ -402,8 +387,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if steps and all(s.ok for s in steps) else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0])
+def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="unpack the pinned sdist and apply recipe/patches into --dir")
     prep.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to put it (default {DEFAULT_DIR.name}/)")
@@ -421,7 +405,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     go.add_argument("--allow-no-gpu", action="store_true", help="build and run what needs no GPU (GPU tests skip)")
     go.add_argument("--no-bench", action="store_true", help="skip the benchmark")
     go.add_argument("--bench-arg", action="append", metavar="ARG", help="passed to bench.py (repeatable)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.command == "prepare":
         archs = arch_list(args.arch, torch_info()[1]) if args.wheel else ""
         target = prepare(args.dir.resolve())
@@ -431,8 +417,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
         print(f"on the GPU machine, with {shown} carried: python3 scripts/gpu_check.py run --out \"$OUT\"")
         return 0
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    return run_checks(args)

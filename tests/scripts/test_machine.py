@@ -1,4 +1,4 @@
-"""scripts/gpu.py against a fake nvidia-smi on PATH and a fake libcuda."""
+"""ssm_conda.machine against a fake nvidia-smi on PATH and a fake libcuda."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from scripts import gpu
-from scripts.common import UsageError
-from scripts.variants import VariantFile, parse_arch_list
+from ssm_conda import machine as gpu
+from ssm_conda.console import UsageError
+from ssm_conda.matrix import VariantFile
 
 H100_B200 = (
     "0, NVIDIA H100 80GB HBM3, 9.0, 580.65.06\n"
@@ -98,13 +97,13 @@ def test_native_detection_uses_nvidia_smi(only_fake_path: Path) -> None:
     assert gpu.compute_capabilities_from_driver() == ["9.0", "10.0", "9.0"]
     assert gpu.detect_compute_capabilities() == ["9.0", "10.0"]  # distinct, sorted numerically
     # build.py --arch native goes through variants.parse_arch_list with the default detector
-    assert parse_arch_list("native", cuda130_file()) == "9.0;10.0"
+    assert cuda130_file().resolve_arch("native") == "9.0;10.0"
 
 
 def test_native_detection_sorts_numerically(only_fake_path: Path) -> None:
     write_fake_smi(only_fake_path, "0, NVIDIA GB10, 12.1, 580.95.05\n1, NVIDIA A100, 8.0, 580.95.05\n")
     assert gpu.detect_compute_capabilities() == ["8.0", "12.1"]
-    assert parse_arch_list("native", cuda130_file()) == "8.0;12.1"
+    assert cuda130_file().resolve_arch("native") == "8.0;12.1"
 
 
 def test_no_nvidia_smi_means_no_gpu(only_fake_path: Path) -> None:
@@ -127,7 +126,7 @@ def test_native_without_gpu_is_a_usage_error(only_fake_path: Path) -> None:
     if gpu.compute_capabilities_from_torch():
         pytest.skip("torch sees a GPU here")
     with pytest.raises(UsageError, match="found no GPU"):
-        parse_arch_list("native", cuda130_file())
+        cuda130_file().resolve_arch("native")
 
 
 def test_old_driver_without_compute_cap_field(only_fake_path: Path) -> None:
@@ -208,23 +207,7 @@ def test_driver_info_fills_compute_caps_from_libcuda(only_fake_path: Path, monke
     assert gpu.compute_capabilities_from_driver() == ["10.3"]
 
 
-@pytest.mark.parametrize(
-    ("cap", "arch_list", "covered"),
-    [
-        ("9.0", "7.5;8.0;9.0", "sm_90 code"),
-        ("8.6", "7.5;8.0;9.0", "sm_80 code (binary compatible)"),
-        ("10.3", "9.0;10.0;12.0", "sm_100 code (binary compatible)"),
-        ("12.1", "7.5;8.0;9.0", None),
-        ("12.1", "7.5;8.0;9.0+PTX", "compute_90 PTX (JIT-compiled at first use)"),
-        ("7.0", "7.5;8.0;12.1+PTX", None),
-        ("11.0", "9.0;10.0", None),
-    ],
-)
-def test_arch_covers(cap: str, arch_list: str, covered: str | None) -> None:
-    assert gpu.arch_covers(cap, arch_list) == covered
 
-
-def test_version_key_orders_numerically() -> None:
-    assert sorted(["12.10", "12.9", "9.0"], key=gpu.version_key) == ["9.0", "12.9", "12.10"]
+def test_cuda_version_from_int() -> None:
     assert gpu.cuda_version_from_int(12090) == "12.9"
     assert gpu.cuda_version_from_int(13010) == "13.1"

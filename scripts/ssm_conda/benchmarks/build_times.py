@@ -13,29 +13,21 @@ The test sections are skipped (--test skip) so that only building is timed.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scripts.build import CCACHE_ENV, cache_hits, normalise_channel
-from scripts.common import REPO_ROOT, PipelineError, format_table, human_duration, human_size, run_cli
-from scripts.variants import Selection, select
-
-BUILD = REPO_ROOT / "scripts" / "build.py"
+from ssm_conda.build import CCACHE_ENV, cache_hits
+from ssm_conda.channels import normalise_channel
+from ssm_conda.cli import subcommand
+from ssm_conda.console import PipelineError, format_table, human_duration, human_size
+from ssm_conda.matrix import Selection, select
 
 
 @dataclass
@@ -53,9 +45,9 @@ def timed_build(
     name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off",
 ) -> Timing:
     """One build.py run in a fresh output directory, its output streamed, its wall time measured."""
-    env = {k: v for k, v in os.environ.items() if k != CCACHE_ENV}
-    command = [sys.executable, str(BUILD), "--channel", args.channel, "--cuda", args.cuda,
-               "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip"]
+    command, env = subcommand("build", "--channel", args.channel, "--cuda", args.cuda,
+                              "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip")
+    env.pop(CCACHE_ENV, None)
     if cache_dir is None:
         command.append("--no-cache")
     else:
@@ -106,9 +98,7 @@ def bench_archs(args: argparse.Namespace) -> None:
     report([one, every], [("all archs / one arch", every.seconds / one.seconds, "several times")], args.json)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_build.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", choices=["cache", "archs"])
     parser.add_argument("--channel", required=True, help="channel to build from (e.g. the stand-in)")
     parser.add_argument("--cuda", default="13.0")
@@ -118,14 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--python-b", default="3.12", help="Python of variant B (cache benchmark)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--log-dir", help="keep each build's full log here (ccache statistics included)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     # Bad input fails here, before the first (long) build starts.
     args.channel = normalise_channel(args.channel)
     for python in (args.python_a, args.python_b):
         select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
     {"cache": bench_cache, "archs": bench_archs}[args.what](args)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

@@ -19,12 +19,6 @@ Credentials come only from environment variables or from $RATTLER_AUTH_FILE, nev
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import asyncio
 import json
@@ -36,21 +30,14 @@ import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
-from scripts.common import (
-    REPO_ROOT,
-    PipelineError,
-    UsageError,
-    exit_without_finalizing,
-    format_table,
-    human_size,
-    one_of,
-    run_cli,
-    sha256_of,
-)
-from scripts.variants import Selection, select
+from ssm_conda.console import PipelineError, UsageError, format_table, human_size
+from ssm_conda.matrix import Selection, select
+from ssm_conda.paths import REPO_ROOT
+from ssm_conda.sources import sha256_of
 
 TARGETS = ("prefix", "anaconda", "quetz", "artifactory", "s3")
 DEFAULT_OUTPUT = REPO_ROOT / "output"
@@ -778,7 +765,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def configure(parser: argparse.ArgumentParser) -> None:
     common = _Parser(add_help=False)
     common.add_argument(
         "--output-dir", default=str(DEFAULT_OUTPUT), help="local channel to upload from (default: output/)"
@@ -796,8 +783,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--no-verify", action="store_true", help="do not wait for the repodata to list the uploads")
 
-    parser = _Parser(prog="upload.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="target", metavar="TARGET")
+    sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
 
     p = sub.add_parser("prefix", parents=[common], help="prefix.dev (API key or trusted publishing)")
     p.add_argument("--channel", required=True, help="prefix.dev channel name")
@@ -826,20 +812,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--addressing-style", choices=["virtual-host", "path"], default="virtual-host",
         help="path for MinIO, moto and most S3 look-alikes",
     )
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    positional = next((a for a in argv if not a.startswith("-")), None)
-    if positional is None and not any(a in ("-h", "--help") for a in argv):
-        raise UsageError(f"name a target; accepted: {', '.join(TARGETS)}")
-    if positional is not None and positional not in TARGETS and argv.index(positional) == 0:
-        raise one_of("target", positional, TARGETS)
-    for flag in ("--api-key", "--token", "--password", "--secret-access-key", "--access-key-id"):
-        if any(a == flag or a.startswith(flag + "=") for a in argv):
-            raise UsageError(f"{flag} is not accepted: credentials come from the environment or $RATTLER_AUTH_FILE")
-    return build_parser().parse_args(argv)
 
 
 def wait_until_served(
@@ -871,8 +843,7 @@ def wait_until_served(
     return problems
 
 
-def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> int:
-    args = parse_args(argv)
+def run(args: argparse.Namespace, env: dict[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     output_dir = Path(args.output_dir).resolve()
     selection = Selection(cuda=args.cuda, python=args.python, torch=args.torch)
@@ -988,6 +959,3 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     print(f"done: {counts['uploaded']} uploaded, {counts['skipped']} skipped, to {target.channel_display()}")
     return 0
 
-
-if __name__ == "__main__":
-    exit_without_finalizing(run_cli(main))

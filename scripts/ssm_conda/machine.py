@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ssm_conda.archs import version_key
+
 CAP_RE = re.compile(r"\d+\.\d+")
 SMI_CUDA_RE = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
 PROC_DRIVER_RE = re.compile(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)")
@@ -39,11 +41,6 @@ DRIVER_OF_TOOLKIT = {
     "13.0": "580.65.06",
     "13.1": "590.44.01",
 }
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """ "12.10" sorts after "12.9"; non-numeric parts count as 0."""
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
 @dataclass(frozen=True)
@@ -224,32 +221,3 @@ def detect_compute_capabilities() -> list[str]:
     return sorted(set(caps), key=version_key)
 
 
-def parse_arch_entries(arch_list: str) -> list[tuple[str, bool]]:
-    """ "8.0;9.0+PTX" -> [("8.0", False), ("9.0", True)]."""
-    entries = []
-    for entry in re.split(r"[;,\s]+", arch_list.strip()):
-        if not entry:
-            continue
-        ptx = entry.endswith("+PTX")
-        entries.append((entry.removesuffix("+PTX"), ptx))
-    return entries
-
-
-def arch_covers(cap: str, arch_list: str) -> str | None:
-    """How code built for arch_list runs on a GPU of compute capability cap, or None if it can't.
-
-    A cubin for X.y runs on X.z with z >= y (same major); PTX for V JIT-compiles on any cap >= V.
-    """
-    entries = parse_arch_entries(arch_list)
-    key = version_key(cap)
-    if any(arch == cap for arch, _ in entries):
-        return f"sm_{cap.replace('.', '')} code"
-    same_major = [a for a, _ in entries if version_key(a)[0] == key[0] and version_key(a) <= key]
-    if same_major:
-        best = max(same_major, key=version_key)
-        return f"sm_{best.replace('.', '')} code (binary compatible)"
-    ptx = [a for a, is_ptx in entries if is_ptx and version_key(a) <= key]
-    if ptx:
-        best = max(ptx, key=version_key)
-        return f"compute_{best.replace('.', '')} PTX (JIT-compiled at first use)"
-    return None

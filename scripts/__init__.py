@@ -1,1 +1,0 @@
-"""Tooling that builds, tests and uploads the causal-conv1d conda packages."""

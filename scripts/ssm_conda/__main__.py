@@ -1,0 +1,3 @@
+from ssm_conda.cli import entry
+
+entry()

@@ -1,0 +1,123 @@
+"""GPU architectures: TORCH_CUDA_ARCH_LIST values and which code runs on which GPU.
+
+The one place in the tooling that parses an architecture list ("8.0;9.0+PTX") and rules on
+compatibility. (recipe/tests/check_arch.py ships inside the packages and keeps its own reader.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ssm_conda.console import UsageError
+
+ENTRY_RE = re.compile(r"(\d+)\.(\d+)(\+PTX)?")
+SEPARATORS_RE = re.compile(r"[;,\s]+")
+EXAMPLE = "'8.0;9.0+PTX'"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """ "12.10" sorts after "12.9"; non-numeric parts count as 0."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+class ArchListError(ValueError):
+    """An entry of an architecture list that is not X.Y or X.Y+PTX."""
+
+    def __init__(self, entry: str) -> None:
+        super().__init__(f"architecture {entry!r} is not X.Y or X.Y+PTX (e.g. {EXAMPLE})")
+        self.entry = entry
+
+
+@dataclass(frozen=True)
+class ArchEntry:
+    """One entry of TORCH_CUDA_ARCH_LIST: a compute capability, with PTX for "+PTX"."""
+
+    cap: str  # "9.0"
+    ptx: bool = False
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return version_key(self.cap)
+
+    @property
+    def sm(self) -> str:
+        return "sm_" + self.cap.replace(".", "")
+
+    def __str__(self) -> str:
+        return self.cap + ("+PTX" if self.ptx else "")
+
+
+def parse_arch_list(value: str) -> list[ArchEntry]:
+    """ "8.0;9.0+PTX" (';', ',' or spaces between entries) -> [ArchEntry("8.0"), ArchEntry("9.0", True)].
+
+    Raises ArchListError naming the first entry that is not X.Y or X.Y+PTX.
+    """
+    entries = []
+    for raw in SEPARATORS_RE.split(value.strip()):
+        if not raw:
+            continue
+        match = ENTRY_RE.fullmatch(raw)
+        if match is None:
+            raise ArchListError(raw)
+        entries.append(ArchEntry(f"{int(match[1])}.{int(match[2])}", bool(match[3])))
+    return entries
+
+
+def format_arch_list(entries: Sequence[ArchEntry]) -> str:
+    return ";".join(str(e) for e in entries)
+
+
+def arch_covers(cap: str, arch_list: str) -> str | None:
+    """How code built for arch_list runs on a GPU of compute capability cap, or None if it can't.
+
+    A cubin for X.y runs on X.z with z >= y (same major); PTX for V JIT-compiles on any cap >= V.
+    """
+    entries = parse_arch_list(arch_list)
+    key = version_key(cap)
+    if any(e.cap == cap for e in entries):
+        return f"sm_{cap.replace('.', '')} code"
+    same_major = [e for e in entries if e.key[0] == key[0] and e.key <= key]
+    if same_major:
+        return f"{max(same_major, key=lambda e: e.key).sm} code (binary compatible)"
+    ptx = [e for e in entries if e.ptx and e.key <= key]
+    if ptx:
+        best = max(ptx, key=lambda e: e.key)
+        return f"compute_{best.cap.replace('.', '')} PTX (JIT-compiled at first use)"
+    return None
+
+
+def resolve_arch_option(
+    value: str,
+    cuda: str,
+    default: str,
+    supported: Sequence[str],
+    detect: Callable[[], list[str]],
+) -> str:
+    """Turn --arch (all, native, or "8.0;9.0+PTX") into a TORCH_CUDA_ARCH_LIST for one CUDA version.
+
+    `default` is the variant file's list (for "all"), `supported` the capabilities nvcc of that
+    CUDA version builds, `detect` finds this machine's GPUs (for "native").
+    """
+    accepted = f"accepted: all, native, or ';'-separated from {', '.join(supported)} (append +PTX for PTX)"
+    if value == "all":
+        return default
+    if value == "native":
+        caps = detect()
+        if not caps:
+            raise UsageError(
+                "--arch native found no GPU (no nvidia-smi output and torch sees no device); "
+                "name the architectures instead, e.g. --arch 9.0"
+            )
+        value = ";".join(caps)
+    try:
+        entries = parse_arch_list(value)
+    except ArchListError as exc:
+        raise UsageError(f"unknown architecture {exc.entry!r} for CUDA {cuda}; {accepted}") from None
+    if not entries:
+        raise UsageError(f"--arch is empty; {accepted}")
+    for entry in entries:
+        if entry.cap not in supported:
+            raise UsageError(f"unknown architecture {str(entry)!r} for CUDA {cuda}; {accepted}")
+    return format_arch_list(entries)

@@ -1,0 +1,115 @@
+"""Local conda channels: index a directory so conda, mamba and pixi can install from it."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+from ssm_conda.console import UsageError
+
+DEFAULT_CHANNEL = "conda-forge"
+CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
+
+
+
+def index_channel(channel_dir: Path, force: bool = False) -> None:
+    """Write repodata.json for every subdir (noarch/ too: conda requires it to exist).
+
+    `force` re-reads every package, for channels whose files were replaced under the same name.
+    """
+    from rattler import Subdir
+    from rattler.index import index_fs
+
+    for subdir in (str(Subdir.current()), "noarch"):
+        (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
+        asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
+
+
+def install_into_prefix(
+    channels: list[str],
+    specs: list[str],
+    prefix: Path,
+    cuda: str | None = None,
+    cache_dir: Path | None = None,
+) -> list[str]:
+    """Solve and install specs into a fresh prefix with py-rattler (pixi's solver and installer).
+
+    `cuda` stands for the driver's __cuda virtual package (CONDA_OVERRIDE_CUDA), which py-rattler
+    does not add on its own. Returns the installed records as name=version=build.
+    """
+    from rattler import (
+        BuildString,
+        GenericVirtualPackage,
+        PackageName,
+        Subdir,
+        Version,
+        VirtualPackage,
+        install,
+        solve,
+    )
+
+    virtual = [vp.into_generic() for vp in VirtualPackage.detect()]
+    virtual = [vp for vp in virtual if vp.name.normalized != "__cuda"]
+    if cuda:
+        virtual.append(GenericVirtualPackage(PackageName("__cuda"), Version(cuda), BuildString("0")))
+    records = asyncio.run(solve(
+        sources=channels, specs=specs, platforms=[Subdir.current(), Subdir("noarch")],
+        virtual_packages=virtual,
+    ))
+    asyncio.run(install(records, target_prefix=prefix, cache_dir=cache_dir, show_progress=False))
+    return [f"{r.name.normalized}={r.version}={r.build}" for r in records]
+
+
+def normalise_channel(channel: str) -> str:
+    """A channel name, an http(s)/file URL, or a local directory (turned into a file:// URL)."""
+    parsed = urlparse(channel)
+    if parsed.scheme in ("http", "https") and parsed.netloc:
+        return channel
+    if parsed.scheme == "file":
+        path = Path(url2pathname(parsed.path))
+        if not path.is_dir():
+            raise UsageError(f"channel {channel!r}: {path} is not a directory")
+        return channel
+    if Path(channel).is_dir():
+        return Path(channel).resolve().as_uri()
+    if not parsed.scheme and CHANNEL_NAME_RE.fullmatch(channel):
+        return channel
+    raise UsageError(
+        f"channel {channel!r} is not a channel name, an http(s):// or file:// URL, "
+        "or an existing directory"
+    )
+
+
+
+
+ARCHIVE_SUFFIXES = (".conda", ".tar.bz2")
+SUBDIR_RE = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
+
+
+def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list[Path]:
+    """Package archives named by the arguments: archive files, or channels (searched per subdir).
+
+    `name` keeps only that package's archives from channels. A path that does not exist, or a file
+    that is not a conda archive, is a UsageError; a channel without packages gives nothing.
+    """
+    found: list[Path] = []
+    for value in inputs:
+        path = Path(value)
+        if path.is_dir():
+            subdirs = sorted(p for p in path.iterdir() if p.is_dir() and SUBDIR_RE.fullmatch(p.name))
+            found += [
+                f for subdir in subdirs for f in sorted(subdir.iterdir())
+                if f.is_file() and f.name.endswith(ARCHIVE_SUFFIXES)
+                and (name is None or f.name.rsplit("-", 2)[0] == name)
+            ]
+        elif not path.exists():
+            raise UsageError(f"no such file or directory: {path}")
+        elif not path.name.endswith(ARCHIVE_SUFFIXES):
+            raise UsageError(f"not a conda package: {path} (name a .conda file or a channel directory such as output/)")
+        else:
+            found.append(path)
+    return list(dict.fromkeys(p.resolve() for p in found))

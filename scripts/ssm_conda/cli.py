@@ -1,0 +1,104 @@
+"""ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d).
+
+Every subcommand takes -v/--verbose, before or after its name; `ssm-conda COMMAND --help` says
+what it does and what it accepts. Bad input is one line on stderr naming the value and what is
+accepted, with exit status 2, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ssm_conda.console import UsageError, exit_without_finalizing, run_cli
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    module: str  # defines configure(parser) and run(args), or the names below
+    help: str
+    configure: str = "configure"
+    run: str = "run"
+
+
+COMMANDS = (
+    Command("plan", "ssm_conda.build", "print the variant matrix as rattler-build renders it; builds nothing",
+            "configure_plan", "run_plan"),
+    Command("build", "ssm_conda.build", "build the selected variants into the output channel"),
+    Command("doctor", "ssm_conda.doctor", "which package fits this machine (driver, GPUs, torch), and how to get it"),
+    Command("upload", "ssm_conda.upload", "upload the output channel's packages to prefix.dev, anaconda.org, "
+            "Quetz, Artifactory or S3"),
+    Command("standin", "ssm_conda.standin", "build the offline stand-in channel (conda-forge names, this "
+            "machine's binaries) for machines without conda-forge"),
+    Command("gpu-test", "ssm_conda.gpu_checks.packages", "re-run built packages' test sections on this "
+            "machine's GPU (rattler-build test)"),
+    Command("gpu-wheel", "ssm_conda.gpu_checks.wheel", "on a GPU machine without conda: build a pip wheel "
+            "from the patched sdist, run the package tests and the kernel benchmark"),
+    Command("bench-kernels", "ssm_conda.benchmarks.kernels", "time the kernels against the reference and a "
+            "device-to-device copy (GPU needed)"),
+    Command("bench-build", "ssm_conda.benchmarks.build_times", "time real builds: the compiler cache across "
+            "Pythons, all architectures against one"),
+    Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions job matrix, one job per file in variants/"),
+)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one line (UsageError), not usage text + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _verbose(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true", default=default,
+                        help="more output (full logs, every step)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog="ssm-conda", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    _verbose(parser, False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        module = importlib.import_module(command.module)
+        child = sub.add_parser(command.name, help=command.help, description=module.__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        # SUPPRESS: a -v given before the command name is not reset by the subcommand's default
+        _verbose(child, argparse.SUPPRESS)
+        getattr(module, command.configure)(child)
+        child.set_defaults(_command=command)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse and run one subcommand; returns the exit status (tests call this)."""
+
+    def dispatch(args: Sequence[str] | None) -> int:
+        parsed = parse_args(args)
+        command: Command = parsed._command
+        return getattr(importlib.import_module(command.module), command.run)(parsed)
+
+    return run_cli(dispatch, argv)
+
+
+def entry() -> None:
+    """The console script: py-rattler's threads must not see the interpreter finalize."""
+    exit_without_finalizing(main(sys.argv[1:]))
+
+
+def subcommand(*args: str) -> tuple[list[str], dict[str, str]]:
+    """argv and environment that run `ssm-conda ARGS...` in a child process, installed or not
+    (a GPU machine runs the tooling straight from a carried checkout)."""
+    package_root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
+    return [sys.executable, "-m", "ssm_conda", *args], {**os.environ, "PYTHONPATH": path}

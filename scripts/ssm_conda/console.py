@@ -1,0 +1,147 @@
+"""What every subcommand shares on the terminal: errors and exit codes, tables, progress, sizes.
+
+Tables and progress use rich. Off a terminal (CI logs, pipes, tests) tables are plain text wide
+enough not to cut paths, and progress bars are replaced by a line per finished step.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+from rich.table import Table
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit status 2, nothing written."""
+
+
+class PipelineError(Exception):
+    """A step failed for a reason outside the user's input (exit status 1)."""
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """Run a CLI entry point, turning our errors into one line on stderr and an exit status."""
+    try:
+        return main(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def exit_without_finalizing(status: int) -> None:
+    """End a CLI that ran py-rattler or py-rattler-build: flush, then leave without finalizing.
+
+    Their Rust worker threads can outlive the work and touch Python while the interpreter
+    finalizes: build.py saw "PyGILState_Release" aborts (exit -6), and offline_channel.py once
+    died with SIGSEGV in CI, both after a finished, reported run. Everything is written by now.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def human_size(num_bytes: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if num_bytes < 1000 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1000
+    raise AssertionError("unreachable")
+
+
+def human_duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console; off a terminal, plain and wide (no colour codes, no cut paths)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(file=stream, stderr=stderr)
+    return Console(file=stream, width=250, no_color=True, highlight=False, soft_wrap=False)
+
+
+def make_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> Table:
+    table = Table(*headers, title=title, box=None, header_style="bold", pad_edge=False)
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    return table
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A table as plain text (for logs, JSON-free reports and tests)."""
+    out = Console(width=250, no_color=True, highlight=False, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    out.print(make_table(headers, rows))
+    return "\n".join(line.rstrip() for line in out.export_text().splitlines())
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> None:
+    console().print(make_table(headers, rows, title))
+
+
+@dataclass
+class Outcome:
+    """What happened to one package: a row of every subcommand's summary table."""
+
+    package: str
+    variant: str = "-"
+    result: str = "pending"
+    seconds: float | None = None
+    size: int | None = None
+    path: Path | None = None
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.result in ("failed", "FAIL")
+
+    def row(self) -> list[str]:
+        where = os.path.relpath(self.path) if self.path else "-"
+        return [
+            self.package, self.variant, self.result,
+            human_duration(self.seconds) if self.seconds is not None else "-",
+            human_size(self.size) if self.size is not None else "-",
+            where, self.detail,
+        ]
+
+
+SUMMARY_HEADERS = ("package", "variant", "result", "time", "size", "path", "detail")
+
+
+def print_summary(outcomes: Sequence[Outcome], title: str | None = None) -> None:
+    """The summary table that ends every long subcommand; columns without content are left out."""
+    rows = [o.row() for o in outcomes]
+    keep = [i for i, h in enumerate(SUMMARY_HEADERS) if h in ("package", "result") or any(r[i] not in ("-", "") for r in rows)]
+    print_table([SUMMARY_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows], title)
+
+
+@contextmanager
+def download_progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A byte-counting progress bar on a terminal; elsewhere one line when done. Yields advance(n)."""
+    if not sys.stderr.isatty():
+        done = [0]
+        yield lambda n: done.__setitem__(0, done[0] + n)
+        print(f"{description}: {human_size(done[0])}", file=sys.stderr, flush=True)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n: progress.advance(task, n)
+
+
+def one_of(kind: str, value: str, accepted: Sequence[str]) -> UsageError:
+    """The standard error for a value outside a known set."""
+    return UsageError(f"unknown {kind} {value!r}; accepted: {', '.join(accepted)}")

@@ -1,0 +1,19 @@
+"""Where things are: the repository's recipe and variant files, and the cache outside any clone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RECIPE_DIR = REPO_ROOT / "recipe"
+RECIPE = RECIPE_DIR / "recipe.yaml"
+VARIANTS_DIR = REPO_ROOT / "variants"
+
+
+def cache_dir() -> Path:
+    """Where downloads and other expensive results live, outside any clone."""
+    root = os.environ.get("CAUSAL_CONV1D_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
+    return Path(root)
+
+
