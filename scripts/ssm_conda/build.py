@@ -1,11 +1,12 @@
-"""Build the causal-conv1d conda packages, one per variant, into a local channel.
+"""Build the conda packages, one per variant, into a local channel (rattler-build's Python API).
 
-    python scripts/build.py plan [selectors]     # the matrix, rendered, nothing built
-    python scripts/build.py [build] [selectors]  # build the selected variants
+    ssm-conda plan [selectors]    # the matrix, rendered, nothing built
+    ssm-conda build [selectors]   # build the selected variants into --output-dir
 
 Selectors: --cuda (a file in variants/), --python and --torch (any X.Y: values outside the
 variant files are overrides), --arch (all = the variant file's list, native = the GPUs here, or
-"8.0;9.0+PTX"). Drives rattler-build through its Python API.
+"8.0;9.0+PTX"). The CUDA version of the variant stands in for the driver's (CONDA_OVERRIDE_CUDA)
+unless you set it, so a machine without a driver, or with an older one, still solves.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import argparse
 import os
 import re
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -23,21 +24,13 @@ from urllib.request import url2pathname
 import yaml
 
 from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
-from ssm_conda.console import (
-    PipelineError,
-    UsageError,
-    format_table,
-    human_duration,
-    human_size,
-)
-from ssm_conda.machine import compute_capabilities_from_driver
+from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.matrix import PlannedVariant, Selection, plan
 from ssm_conda.paths import cache_dir
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/build.sh (a build secret: never recorded)
 CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
-CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
 # `ccache --show-stats`, which recipe/build.sh prints at the end of a build that used the cache:
 # "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)" (the build script's stderr, such
 # as a `set -x` trace, can land between the two).
@@ -107,16 +100,6 @@ def cache_hits(log: str) -> str:
     return f"{found[-1][1]}/{found[-1][0]}" if found else "-"
 
 
-@dataclass
-class Outcome:
-    variant: PlannedVariant
-    result: str
-    seconds: float = 0.0
-    package: Path | None = None
-    error: str = ""
-    cache_hits: str = "-"
-
-
 class Progress:
     """rattler-build progress callback.
 
@@ -180,9 +163,27 @@ def configure_compiler_cache(disabled: bool, output_dir: Path) -> None:
 
 
 def print_plan(variants: Sequence[PlannedVariant]) -> None:
-    rows = [(v.cuda, v.python, v.torch, v.archs, v.build_string) for v in variants]
-    print(format_table(["CUDA", "Python", "torch", "archs", "build string"], rows))
+    rows = [(v.package, v.cuda, v.python, v.torch, v.archs, v.build_string) for v in variants]
+    print_table(["package", "CUDA", "Python", "torch", "archs", "build string"], rows)
     print(f"{len(variants)} variant(s)")
+
+
+@contextmanager
+def cuda_override(cuda: str) -> Iterator[None]:
+    """CONDA_OVERRIDE_CUDA=<the variant's CUDA> for one build, unless the user set it.
+
+    CUDA builds of pytorch depend on __cuda, and cuda-version constrains it: without a driver, or
+    with a driver older than the variant's CUDA (a 12.x driver building cuda130), the build and
+    test environments would not solve. conda-forge's CI does the same.
+    """
+    if "CONDA_OVERRIDE_CUDA" in os.environ:
+        yield
+        return
+    os.environ["CONDA_OVERRIDE_CUDA"] = cuda
+    try:
+        yield
+    finally:
+        del os.environ["CONDA_OVERRIDE_CUDA"]
 
 
 def build_one(
@@ -198,42 +199,33 @@ def build_one(
         skip_existing="local" if args.skip_existing else "none",
     )
     start = time.monotonic()
+    outcome = Outcome(variant.package, variant.label)
     progress = Progress(variant.label, args.verbose, output_dir / "build-logs" / f"{variant.build_string}.log")
-    # Without a driver the solver sees no __cuda, and CUDA builds of pytorch need one.
-    overridden = "CONDA_OVERRIDE_CUDA" not in os.environ and not compute_capabilities_from_driver()
-    if overridden:
-        os.environ["CONDA_OVERRIDE_CUDA"] = variant.cuda
     try:
-        result = variant.rendered.run_build(
-            tool_config=tool_config,
-            output_dir=str(output_dir),
-            channels=channels,
-            progress_callback=progress,
-        )
+        with cuda_override(variant.cuda):
+            result = variant.rendered.run_build(
+                tool_config=tool_config,
+                output_dir=str(output_dir),
+                channels=channels,
+                progress_callback=progress,
+            )
     except Exception as exc:  # rattler_build raises its own error types; report and go on
         lines = str(exc).strip().splitlines()
-        error = f"{lines[-1] if lines else repr(exc)} (log: {os.path.relpath(progress.log.name)})"
-        return Outcome(variant, "failed", time.monotonic() - start, error=error)
+        outcome.result = "failed"
+        outcome.detail = f"{lines[-1] if lines else repr(exc)} (log: {os.path.relpath(progress.log.name)})"
+        return outcome
     finally:
         progress.close()
-        if overridden:
-            del os.environ["CONDA_OVERRIDE_CUDA"]
+        outcome.seconds = time.monotonic() - start
     packages = [Path(p) for p in result.packages]
-    if not packages:
-        existing = sorted(output_dir.glob(f"*/causal-conv1d-*-{variant.build_string}.conda"))
-        return Outcome(variant, "skipped", time.monotonic() - start, existing[0] if existing else None)
-    hits = cache_hits(Path(progress.log.name).read_text(errors="replace"))
-    return Outcome(variant, "ok", time.monotonic() - start, packages[0], cache_hits=hits)
-
-
-def print_summary(outcomes: Sequence[Outcome]) -> None:
-    rows = []
-    for o in outcomes:
-        size = human_size(o.package.stat().st_size) if o.package and o.package.exists() else "-"
-        where = os.path.relpath(o.package) if o.package else (o.error or "-")
-        rows.append((o.variant.label, o.result, human_duration(o.seconds), o.cache_hits, size, where))
-    print()
-    print(format_table(["variant", "result", "time", "cache hits", "size", "path"], rows))
+    if packages:
+        outcome.result, outcome.path = "ok", packages[0]
+        outcome.detail = f"cache hits {cache_hits(Path(progress.log.name).read_text(errors='replace'))}"
+    else:
+        existing = sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))
+        outcome.result, outcome.path = "skipped", existing[0] if existing else None
+    outcome.size = outcome.path.stat().st_size if outcome.path else None
+    return outcome
 
 
 def planned(args: argparse.Namespace) -> tuple[list[str], list[PlannedVariant]]:
@@ -261,13 +253,14 @@ def run(args: argparse.Namespace) -> int:
         step = f"[{i}/{len(variants)}] {variant.label}"
         print(f"{step} ({variant.build_string}, archs {variant.archs})", flush=True)
         outcome = build_one(variant, channels, output_dir, args)
-        print(f"{step}: {outcome.result} in {human_duration(outcome.seconds)}", flush=True)
+        print(f"{step}: {outcome.result} in {human_duration(outcome.seconds or 0)}", flush=True)
         outcomes.append(outcome)
     index_channel(output_dir)
+    print()
     print_summary(outcomes)
-    failed = [o for o in outcomes if o.result == "failed"]
+    failed = [o for o in outcomes if o.failed]
     if failed:
         raise PipelineError(f"{len(failed)} of {len(outcomes)} variant(s) failed: "
-                            + ", ".join(o.variant.label for o in failed))
+                            + ", ".join(o.variant for o in failed))
     return 0
 

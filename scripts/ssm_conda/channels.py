@@ -74,8 +74,10 @@ def normalise_channel(channel: str) -> str:
         if not path.is_dir():
             raise UsageError(f"channel {channel!r}: {path} is not a directory")
         return channel
-    if Path(channel).is_dir():
-        return Path(channel).resolve().as_uri()
+    if Path(channel).expanduser().is_dir():
+        return Path(channel).expanduser().resolve().as_uri()
+    if channel.startswith((".", "/", "~")):
+        raise UsageError(f"no such channel directory: {channel}")
     if not parsed.scheme and CHANNEL_NAME_RE.fullmatch(channel):
         return channel
     raise UsageError(

@@ -81,15 +81,21 @@ def make_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: 
     return table
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A table as plain text (for logs, JSON-free reports and tests)."""
-    out = Console(width=250, no_color=True, highlight=False, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
-    out.print(make_table(headers, rows))
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> str:
+    """A table as plain text, for logs, files and pipes."""
+    with open(os.devnull, "w") as devnull:
+        out = Console(file=devnull, width=250, no_color=True, highlight=False, record=True)
+        out.print(make_table(headers, rows, title))
     return "\n".join(line.rstrip() for line in out.export_text().splitlines())
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> None:
-    console().print(make_table(headers, rows, title))
+    """A table on stdout: rich on a terminal, plain text elsewhere."""
+    out = console()
+    if out.is_terminal:
+        out.print(make_table(headers, rows, title))
+    else:
+        print(format_table(headers, rows, title), flush=True)
 
 
 @dataclass

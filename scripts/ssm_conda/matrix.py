@@ -90,6 +90,10 @@ class PlannedVariant:
     rendered: Any = field(repr=False, default=None)
 
     @property
+    def package(self) -> str:
+        return str(self.rendered.recipe.package.name) if self.rendered is not None else "causal-conv1d"
+
+    @property
     def label(self) -> str:
         return f"cuda{self.cuda}-py{self.python}-torch{self.torch}"
 

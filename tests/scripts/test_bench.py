@@ -35,7 +35,7 @@ def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(_has_cuda(), reason="this machine has a CUDA GPU")
 def test_no_gpu_is_one_clear_line(tmp_path):
-    result = run_bench("--json", str(tmp_path / "b.json"))
+    result = run_bench("--json-file", str(tmp_path / "b.json"))
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -98,7 +98,8 @@ def cpu_device(monkeypatch, cpu_causal_conv1d):
 
 def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
     """Every op through upstream's interface, then table, JSON and plot (the CUDA timer swapped out)."""
-    assert cli.main(["bench-kernels", "--repeats", "2", "--json", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]) == 0
+    argv = ["bench-kernels", "--repeats", "2", "--json-file", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]
+    assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "CPU stand-in (compute capability 0.0)" in out
     assert "[12/12] update fp16 2x64x3" in out
@@ -116,8 +117,16 @@ def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
 
 def test_no_ref_leaves_the_speedup_out(cpu_device, tmp_path, capsys):
     assert cli.main(["bench-kernels", "--ops", "bwd", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "1",
-                       "--no-ref", "--json", str(tmp_path / "b.json")]) == 0
+                       "--no-ref", "--json-file", str(tmp_path / "b.json")]) == 0
     (result,) = json.loads((tmp_path / "b.json").read_text())["results"]
     assert result["label"] == "bwd bf16 cl 2x64x128"
     assert result["ref_ms"] is None and result["speedup_vs_ref"] is None
     assert "bwd bf16 cl 2x64x128" in capsys.readouterr().out
+
+
+def test_json_prints_only_json_on_stdout(cpu_device, capsys):
+    assert cli.main(["bench-kernels", "--ops", "update", "--dtypes", "fp16", "--repeats", "1", "--no-ref", "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert [r["op"] for r in data["results"]] == ["update", "update"]
+    assert "[2/2] update fp16" in captured.err

@@ -1,13 +1,15 @@
 """scripts/build.py: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
 
+import argparse
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from ssm_conda import build
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import TARGET_PLATFORM, plan
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, plan
 from ssm_conda.paths import REPO_ROOT
 
 
@@ -20,9 +22,9 @@ def test_plan_prints_the_whole_matrix():
     result = run_cli("plan")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["CUDA", "Python", "torch", "archs", "build", "string"]
+    assert lines[0].split() == ["package", "CUDA", "Python", "torch", "archs", "build", "string"]
     for variant in plan():
-        assert any(variant.build_string in line and variant.archs in line for line in lines)
+        assert any(variant.build_string in line and variant.archs in line and variant.package in line for line in lines)
     assert lines[-1] == f"{len(plan())} variant(s)"
 
 
@@ -105,3 +107,33 @@ def test_cache_hits_come_from_the_last_ccache_statistics():
     assert build.cache_hits("compiler cache: off (--no-cache)\n") == "-"
     interleaved = "Cacheable calls:    4 /    9 (44.44%)\n++ rm -f /bld/torch-include\n  Hits:    0 /    4 ( 0.00%)\n"
     assert build.cache_hits(interleaved) == "0/4"
+
+
+def fake_variant(cuda: str, run_build) -> PlannedVariant:  # noqa: ANN001
+    recipe = SimpleNamespace(package=SimpleNamespace(name="causal-conv1d"))
+    rendered = SimpleNamespace(recipe=recipe, run_build=run_build)
+    return PlannedVariant(cuda, "3.12", "2.13", "9.0", "cuda130_py312_torch213_h0_0", None, {}, rendered)
+
+
+@pytest.mark.parametrize(("user_value", "expected"), [(None, "13.0"), ("12.4", "12.4")])
+def test_builds_solve_for_the_variants_cuda_even_with_an_older_driver(tmp_path, monkeypatch, user_value, expected):
+    """A 12.x driver building cuda130: __cuda must say 13.0 (or what the user set) during the build."""
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho '0, NVIDIA A100-SXM4-80GB, 8.0, 550.54.14'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    if user_value is None:
+        monkeypatch.delenv("CONDA_OVERRIDE_CUDA", raising=False)
+    else:
+        monkeypatch.setenv("CONDA_OVERRIDE_CUDA", user_value)
+    seen = []
+
+    def run_build(**kwargs):  # noqa: ANN003
+        seen.append(os.environ.get("CONDA_OVERRIDE_CUDA"))
+        return SimpleNamespace(packages=[])
+
+    args = argparse.Namespace(test="skip", skip_existing=False, verbose=False)
+    outcome = build.build_one(fake_variant("13.0", run_build), ["conda-forge"], tmp_path / "out", args)
+    assert seen == [expected] and outcome.result == "skipped"
+    assert os.environ.get("CONDA_OVERRIDE_CUDA") == user_value  # restored

@@ -29,14 +29,14 @@ def test_missing_file(tmp_path):
 
 
 def test_not_a_conda_package(tmp_path):
-    legacy = tmp_path / "causal-conv1d-1.7.0-x_0.tar.bz2"
-    legacy.write_bytes(b"")
-    one_line_error(run(str(legacy)), 2, "not a .conda package")
+    wheel = tmp_path / "causal_conv1d-1.7.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(b"")
+    one_line_error(run(str(wheel)), 2, "not a conda package")
 
 
 def test_directory_without_packages(tmp_path):
     (tmp_path / "linux-64").mkdir()
-    one_line_error(run(str(tmp_path)), 2, "no causal-conv1d-*.conda package under")
+    one_line_error(run(str(tmp_path)), 2, "no causal-conv1d package in")
 
 
 def test_missing_channel_directory(tmp_path):

@@ -26,7 +26,7 @@ from pathlib import Path
 from ssm_conda.build import CCACHE_ENV, cache_hits
 from ssm_conda.channels import normalise_channel
 from ssm_conda.cli import subcommand
-from ssm_conda.console import PipelineError, format_table, human_duration, human_size
+from ssm_conda.console import PipelineError, human_duration, human_size, print_table
 from ssm_conda.matrix import Selection, select
 
 
@@ -69,17 +69,20 @@ def timed_build(
         return Timing(name, python, arch, cache, seconds, package.stat().st_size, cache_hits(log))
 
 
-def report(timings: Sequence[Timing], ratios: Sequence[tuple[str, float, str]], json_path: str | None) -> None:
-    """The builds as a table, then each (name, ratio, target); the same figures as JSON if asked."""
+def report(timings: Sequence[Timing], ratios: Sequence[tuple[str, float, str]], args: argparse.Namespace) -> None:
+    """The builds as a table and each (name, ratio, target), or the same figures as JSON (--json)."""
+    figures = json.dumps({"builds": [asdict(t) for t in timings], **{name: ratio for name, ratio, _ in ratios}}, indent=2)
+    if args.json_file:
+        Path(args.json_file).write_text(figures + "\n")
+    if args.json:
+        print(figures)
+        return
     rows = [(t.name, t.python, t.arch, t.cache, t.hits, human_duration(t.seconds), human_size(t.size))
             for t in timings]
     print()
-    print(format_table(["build", "python", "arch", "cache", "hits", "time", "size"], rows))
+    print_table(["build", "python", "arch", "cache", "hits", "time", "size"], rows)
     for name, ratio, target in ratios:
         print(f"{name}: {ratio:.2f} (target {target})")
-    if json_path:
-        figures = {"builds": [asdict(t) for t in timings], **{name: ratio for name, ratio, _ in ratios}}
-        Path(json_path).write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def bench_cache(args: argparse.Namespace) -> None:
@@ -89,13 +92,13 @@ def bench_cache(args: argparse.Namespace) -> None:
         # A again in a fresh build directory: what a rebuild after a recipe-only change costs.
         again = timed_build("A rebuilt", args, args.python_a, args.arch, Path(cache), "warm")
     report([a, b, again], [("warm B / cold A", b.seconds / a.seconds, "< 0.33"),
-                           ("A rebuilt / cold A", again.seconds / a.seconds, "well under B / A")], args.json)
+                           ("A rebuilt / cold A", again.seconds / a.seconds, "well under B / A")], args)
 
 
 def bench_archs(args: argparse.Namespace) -> None:
     one = timed_build("one arch", args, args.python_a, args.arch, None)
     every = timed_build("all archs", args, args.python_a, "all", None)
-    report([one, every], [("all archs / one arch", every.seconds / one.seconds, "several times")], args.json)
+    report([one, every], [("all archs / one arch", every.seconds / one.seconds, "several times")], args)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +109,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", default="9.0", help="the one architecture (default 9.0)")
     parser.add_argument("--python-a", default="3.11", help="Python of variant A")
     parser.add_argument("--python-b", default="3.12", help="Python of variant B (cache benchmark)")
-    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout instead of the table")
+    parser.add_argument("--json-file", metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument("--log-dir", help="keep each build's full log here (ccache statistics included)")
 
 

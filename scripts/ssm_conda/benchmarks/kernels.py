@@ -13,9 +13,11 @@ Small cases fit in L2, so their bandwidth can exceed the copy's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -251,12 +253,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"for fwd/bwd, from {', '.join(LAYOUTS)}")
     parser.add_argument("--repeats", type=int, default=15, help="timed samples per measurement (median taken)")
     parser.add_argument("--no-ref", action="store_true", help="skip timing the reference implementation")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout instead of the table")
+    parser.add_argument("--json-file", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument("--plot", type=Path, metavar="PATH", help="write a PNG plot (needs matplotlib)")
 
 
 def run(args: argparse.Namespace) -> int:
-
     ops = parse_list(args.ops, OPS, "op")
     dtypes = parse_list(args.dtypes, list(DTYPES), "dtype")
     layouts = parse_list(args.layouts, LAYOUTS, "layout")
@@ -268,28 +270,32 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             raise UsageError("--plot needs matplotlib, which is not installed (pip install matplotlib)") from None
 
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout, flush=True)
     device = open_device()
-    print(f"{device.name} (compute capability {device.capability}), torch {device.torch.__version__}, width {WIDTH}")
+    say(f"{device.name} (compute capability {device.capability}), torch {device.torch.__version__}, width {WIDTH}")
     cases = default_cases(ops, dtypes, layouts)
     results = []
     for number, case in enumerate(cases, 1):
         result = measure(device, case, args.repeats, with_ref=not args.no_ref)
         results.append(result)
-        print(f"  [{number}/{len(cases)}] {case.label}: {result.kernel_ms * 1e3:.1f} us", flush=True)
+        say(f"  [{number}/{len(cases)}] {case.label}: {result.kernel_ms * 1e3:.1f} us")
         if device.kind == "cuda":
             device.torch.cuda.empty_cache()
-    print()
-    print(table(results))
-
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "device": device.name, "compute_capability": device.capability, "torch": device.torch.__version__,
-            "results": [r.to_dict() for r in results],
-        }, indent=2) + "\n")
-        print(f"wrote {args.json}")
+    figures = json.dumps({
+        "device": device.name, "compute_capability": device.capability, "torch": device.torch.__version__,
+        "results": [r.to_dict() for r in results],
+    }, indent=2)
+    if args.json:
+        print(figures)
+    else:
+        print()
+        print(table(results))
+    if args.json_file is not None:
+        args.json_file.parent.mkdir(parents=True, exist_ok=True)
+        args.json_file.write_text(figures + "\n")
+        say(f"wrote {args.json_file}")
     if args.plot is not None:
         args.plot.parent.mkdir(parents=True, exist_ok=True)
         plot(results, args.plot, f"causal-conv1d on {device.name}")
-        print(f"wrote {args.plot}")
+        say(f"wrote {args.plot}")
     return 0

@@ -1,12 +1,12 @@
 """Run the test section of built causal-conv1d packages, on a GPU machine: `rattler-build test` for each.
 
-    python scripts/gpu_test.py output/linux-64/causal-conv1d-1.7.0-cuda130_py312_torch213_h1234_0.conda
-    python scripts/gpu_test.py output/                      # every causal-conv1d package in it
-    python scripts/gpu_test.py output/ --channel conda-forge --channel ./extra-channel
+    ssm-conda gpu-test output/linux-64/causal-conv1d-1.7.0-cuda130_py312_torch213_h1234_0.conda
+    ssm-conda gpu-test output/                      # every causal-conv1d package in it
+    ssm-conda gpu-test output/ --channel conda-forge --channel ./extra-channel
 
 Each package's embedded tests run in a fresh environment solved from --channel (conda-forge by
 default): the import test, then recipe/tests (kernels vs references, arch coverage, the upstream
-subset). A GPU is required by default: this script refuses to start without one, and a test run
+subset). A GPU is required by default: this command refuses to start without one, and a test run
 whose GPU tests were skipped counts as failed. rattler-build gives tests a clean environment
 (CAUSAL_CONV1D_REQUIRE_GPU is set here, but does not reach them), so the tests themselves
 require the GPU wherever the NVIDIA driver reports one. --allow-no-gpu runs what can run without
@@ -22,11 +22,10 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from ssm_conda.channels import DEFAULT_CHANNEL
-from ssm_conda.console import PipelineError, UsageError, format_table, human_duration
+from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, normalise_channel
+from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.machine import detect_compute_capabilities
 
 PACKAGE_NAME = "causal-conv1d"
@@ -34,47 +33,6 @@ PACKAGE_NAME = "causal-conv1d"
 SKIP_MARKER = "causal-conv1d GPU tests skipped:"
 REQUIRED_MARKER = "causal-conv1d GPU required but unusable:"
 PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")
-
-
-@dataclass
-class Outcome:
-    package: str
-    index: int
-    kind: str
-    ok: bool
-    detail: str
-    seconds: float
-
-
-def find_packages(inputs: Sequence[str]) -> list[Path]:
-    """Package files from the arguments: .conda files, or directories searched for causal-conv1d ones."""
-    packages: list[Path] = []
-    for value in inputs:
-        path = Path(value)
-        if path.is_dir():
-            found = sorted(path.rglob(f"{PACKAGE_NAME}-*.conda"))
-            if not found:
-                raise UsageError(f"no {PACKAGE_NAME}-*.conda package under {path}")
-            packages += found
-        elif not path.exists():
-            raise UsageError(f"no such file or directory: {path}")
-        elif not path.name.endswith(".conda"):
-            raise UsageError(f"not a .conda package: {path} (pass a .conda file or an output directory)")
-        else:
-            packages.append(path)
-    if not packages:
-        raise UsageError("name at least one .conda package or an output directory")
-    return list(dict.fromkeys(p.resolve() for p in packages))
-
-
-def channel_argument(value: str) -> str:
-    """A channel name or URL as given; a local directory becomes a file:// URL."""
-    path = Path(value)
-    if path.is_dir():
-        return path.resolve().as_uri()
-    if value.startswith((".", "/")) and not path.exists():
-        raise UsageError(f"no such channel directory: {value}")
-    return value
 
 
 def cuda_version_of(depends: Sequence[str]) -> str | None:
@@ -174,7 +132,8 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Pat
         if not ok and not verbose:
             for line in lines[-40:]:
                 print(f"  | {line}")
-        outcomes.append(Outcome(path.name, index, kind, ok, detail, seconds))
+        outcomes.append(Outcome(path.name, f"test {index}: {kind[:40]}", "passed" if ok else "failed", seconds,
+                                detail=detail[:120]))
     return outcomes
 
 
@@ -191,9 +150,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    packages = find_packages(args.packages)
-    channels = [channel_argument(c) for c in (args.channel or [DEFAULT_CHANNEL])]
+    packages = find_packages(args.packages, name=PACKAGE_NAME)
+    if not packages:
+        raise UsageError(f"no {PACKAGE_NAME} package in {', '.join(args.packages)} (build first, or name a .conda file)")
+    channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
     require_gpu = not args.allow_no_gpu
     os.environ["CAUSAL_CONV1D_REQUIRE_GPU"] = "1" if require_gpu else "0"
     if require_gpu:
@@ -210,11 +170,7 @@ def run(args: argparse.Namespace) -> int:
         outcomes += run_package(path, channels, require_gpu, args.log_dir, args.test, args.verbose)
 
     print()
-    print(format_table(
-        ["package", "test", "what", "result", "time", "detail"],
-        [[o.package, o.index, o.kind[:40], "PASS" if o.ok else "FAIL", human_duration(o.seconds), o.detail[:120]]
-         for o in outcomes],
-    ))
-    failed = [o for o in outcomes if not o.ok]
+    print_summary(outcomes)
+    failed = [o for o in outcomes if o.failed]
     print(f"\n{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

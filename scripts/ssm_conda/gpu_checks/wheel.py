@@ -287,7 +287,7 @@ def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, requi
 
 
 def run_bench(site: Path, out: Path, bench_args: Sequence[str]) -> tuple[Step, dict | None]:
-    command, env = subcommand("bench-kernels", "--json", str(out / "bench.json"), *bench_args)
+    command, env = subcommand("bench-kernels", "--json-file", str(out / "bench.json"), *bench_args)
     env.update(PYTHONPATH=os.pathsep.join((str(site), env["PYTHONPATH"])), PYTHONUNBUFFERED="1")
     log = out / "bench.log"
     try:
