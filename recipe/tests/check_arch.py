@@ -51,7 +51,7 @@ KIND_CUBIN = 2
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 
-REBUILD_HINT = "python scripts/build.py --arch native"
+REBUILD_HINT = "ssm-conda build --arch native"
 
 
 class FatbinError(Exception):

@@ -1,7 +1,7 @@
 """Print the CI build matrix as JSON for GitHub Actions' fromJSON: one entry per file in variants/.
 
-    python scripts/ci_matrix.py            # {"include": [{"name": "cuda129", "cuda": "12.9", ...}, ...]}
-    python scripts/ci_matrix.py --github-output   # also append matrix=<json> to $GITHUB_OUTPUT
+    ssm-conda ci-matrix            # {"include": [{"name": "cuda129", "cuda": "12.9", ...}, ...]}
+    ssm-conda ci-matrix --github-output   # also append matrix=<json> to $GITHUB_OUTPUT
 
 variants/ is the only list of variants: the workflow never repeats it.
 """

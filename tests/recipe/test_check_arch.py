@@ -152,7 +152,7 @@ def test_check_failure_message():
     verdict = ca.check(_fb(Image(80, "sass"), Image(90, "sass")), (12, 0), what="causal_conv1d_cuda.so")
     assert not verdict.ok and verdict.image is None
     assert "built for 8.0;9.0, this GPU is 12.0" in verdict.message
-    assert "rebuild with --arch 12.0 (python scripts/build.py --arch native)" in verdict.message
+    assert "rebuild with --arch 12.0 (ssm-conda build --arch native)" in verdict.message
 
 
 def test_check_flags_a_translation_unit_without_code_for_the_gpu():

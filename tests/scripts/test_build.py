@@ -1,4 +1,4 @@
-"""scripts/build.py: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
+"""ssm-conda plan and build: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
 
 import argparse
 import os

@@ -1,4 +1,4 @@
-"""scripts/ci_matrix.py: the workflow's matrix comes from variants/ and nowhere else."""
+"""ssm-conda ci-matrix: the workflow's matrix comes from variants/ and nowhere else."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_empty_or_broken_variants_dir(tmp_path, capsys):
 def test_workflow_uses_the_script_and_lists_no_variant():
     workflow = (REPO_ROOT / ".github" / "workflows" / "build.yml").read_text()
     parsed = yaml.safe_load(workflow)
-    assert "scripts/ci_matrix.py" in workflow
+    assert "ssm-conda ci-matrix --github-output" in workflow
     assert "fromJSON(needs.matrix.outputs.matrix)" in workflow
     for vfile in VARIANTS_DIR.glob("*.yaml"):
         cuda = str(yaml.safe_load(vfile.read_text())["cuda_compiler_version"][0])

@@ -1,7 +1,7 @@
-"""Build-time benchmarks (issue: fast, targeted builds). Real builds through scripts/build.py.
+"""Build-time benchmarks (issue: fast, targeted builds). Real builds through ssm-conda build.
 
-    python scripts/bench_build.py cache --channel URL   # cold variant A, then B (other Python) warm
-    python scripts/bench_build.py archs --channel URL   # --arch all vs one architecture, no cache
+    ssm-conda bench-build cache --channel URL   # cold variant A, then B (other Python) warm
+    ssm-conda bench-build archs --channel URL   # --arch all vs one architecture, no cache
 
 `cache` gives the compiler cache a fresh directory, builds variant A (cold), then variant B, which
 differs only in Python (warm: the CUDA objects come from the cache), then A again in a fresh build
@@ -44,7 +44,7 @@ class Timing:
 def timed_build(
     name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off",
 ) -> Timing:
-    """One build.py run in a fresh output directory, its output streamed, its wall time measured."""
+    """One ssm-conda build run in a fresh output directory, its output streamed, its wall time measured."""
     command, env = subcommand("build", "--channel", args.channel, "--cuda", args.cuda,
                               "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip")
     env.pop(CCACHE_ENV, None)
@@ -58,7 +58,7 @@ def timed_build(
         result = subprocess.run([*command, "--output-dir", output], env=env)
         seconds = time.monotonic() - start
         if result.returncode != 0:
-            raise PipelineError(f"{name}: build.py exited {result.returncode}")
+            raise PipelineError(f"{name}: ssm-conda build exited {result.returncode}")
         (package,) = Path(output).glob("*/causal-conv1d-*.conda")
         logs = sorted(Path(output).glob("build-logs/*.log"))
         if args.log_dir:

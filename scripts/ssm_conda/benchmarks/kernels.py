@@ -1,7 +1,7 @@
 """Benchmark the installed causal-conv1d kernels on Mamba-sized shapes (needs a CUDA GPU).
 
-    python scripts/bench.py                          # default set, about a minute on an H200
-    python scripts/bench.py --ops fwd,update --dtypes bf16 --json bench.json --plot bench.png
+    ssm-conda bench-kernels                          # default set, about a minute on an H200
+    ssm-conda bench-kernels --ops fwd,update --dtypes bf16 --json-file bench.json --plot bench.png
 
 For forward, backward and update (width 4, bf16/fp16, channel-first and channel-last) it reports
 the median time (CUDA events, after warmup), the achieved memory bandwidth (the bytes the op must
@@ -137,15 +137,15 @@ def open_device() -> Device:
     try:
         import torch
     except ImportError:
-        raise PipelineError("bench.py needs torch and a CUDA GPU: torch is not installed in this Python") from None
+        raise PipelineError("bench-kernels needs torch and a CUDA GPU: torch is not installed in this Python") from None
     if torch.version.cuda is None:
-        raise PipelineError(f"bench.py needs a CUDA GPU: torch {torch.__version__} is not a CUDA build")
+        raise PipelineError(f"bench-kernels needs a CUDA GPU: torch {torch.__version__} is not a CUDA build")
     if not torch.cuda.is_available():
-        raise PipelineError(f"bench.py needs a CUDA GPU: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none")
+        raise PipelineError(f"bench-kernels needs a CUDA GPU: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none")
     try:
         from causal_conv1d import causal_conv1d_interface
     except ImportError as exc:
-        raise PipelineError(f"bench.py needs the causal_conv1d package installed: {exc}") from None
+        raise PipelineError(f"bench-kernels needs the causal_conv1d package installed: {exc}") from None
     major, minor = torch.cuda.get_device_capability(0)
     return Device(torch, causal_conv1d_interface, torch.cuda.get_device_name(0), f"{major}.{minor}")
 

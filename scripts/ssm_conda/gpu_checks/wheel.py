@@ -1,19 +1,19 @@
 """GPU checks on a machine with a GPU but no conda channel: pip-build the patched sdist, run the tests, benchmark.
 
-    python scripts/gpu_check.py prepare                    # here (network): patched source into .device/
-    python scripts/gpu_check.py run --out results/         # there: build, tests, benchmark, summary
-    PY_WITH_ITS_TORCH scripts/gpu_check.py prepare --wheel # here: also build the wheel (no GPU needed)
-    python scripts/gpu_check.py run --wheel .device/dist/causal_conv1d-*.whl --out results/
+    ssm-conda gpu-wheel prepare                    # here (network): patched source into .device/
+    ssm-conda gpu-wheel run --out results/         # there: build, tests, benchmark, summary
+    PY_WITH_ITS_TORCH -m ssm_conda gpu-wheel prepare --wheel # here: also build the wheel (no GPU needed)
+    ssm-conda gpu-wheel run --wheel .device/dist/causal_conv1d-*.whl --out results/
 
 `prepare` unpacks the pinned sdist and applies recipe/patches (so the GPU machine needs neither
 network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
 torch and nvcc (TORCH_CUDA_ARCH_LIST from --arch, default this GPU's), installs it into a folder
 of its own (the machine's Python is left as it was), runs the script test of recipe/recipe.yaml
 (its commands, env and files, read from the recipe: check_arch.py, recipe/tests and the upstream
-subset) with the GPU required, then scripts/bench.py.
+subset) with the GPU required, then ssm-conda bench-kernels.
 Results land in --out: build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
 summary.json, and a summary table is printed. This is the quick path for a lent GPU machine;
-the packages themselves are tested with scripts/gpu_test.py. `prepare --wheel` builds the wheel on
+the packages themselves are tested with ssm-conda gpu-test. `prepare --wheel` builds the wheel on
 a machine without a GPU, with a Python holding the GPU machine's torch, so the lent machine spends
 no time compiling; `run --wheel` falls back to building if that wheel does not import there.
 
@@ -53,7 +53,7 @@ SOURCE_NAME = "causal-conv1d-src"
 LARGE_BYTES = 256 * 10**6
 # What run writes into --out (a lent machine returns at most 8 files); stale ones are removed first.
 RESULT_FILES = ("build.log", "tests.log", "tests.xml", "bench.log", "bench.json", "bench.png", "summary.json")
-# Progress worth echoing: ninja's "[2/4] nvcc ..." (pip -v) and bench.py's "[3/40] fwd ...".
+# Progress worth echoing: ninja's "[2/4] nvcc ..." (pip -v) and bench-kernels' "[3/40] fwd ...".
 PROGRESS_LINE = re.compile(r"^\s*\[\d+/\d+\] ")
 
 
@@ -92,7 +92,7 @@ def prebuild(source: Path, archs: str, jobs: int) -> int:
         return 1
     shown = wheel.relative_to(REPO_ROOT) if wheel.is_relative_to(REPO_ROOT) else wheel
     print(f"on the GPU machine, with {source.name}/ and {shown} carried: "
-          f"python3 scripts/gpu_check.py run --wheel {shown} --out \"$OUT\"")
+          f"PYTHONPATH=scripts python3 -m ssm_conda gpu-wheel run --wheel {shown} --out \"$OUT\"")
     return 0
 
 
@@ -311,7 +311,7 @@ def run_bench(site: Path, out: Path, bench_args: Sequence[str]) -> tuple[Step, d
 def run_checks(args: argparse.Namespace) -> int:
     source = args.source.resolve()
     if not (source / "setup.py").is_file():
-        raise UsageError(f"no patched source at {source}: run `python scripts/gpu_check.py prepare` first "
+        raise UsageError(f"no patched source at {source}: run `ssm-conda gpu-wheel prepare` first "
                          f"(where the sdist can be downloaded) and carry {DEFAULT_DIR.name}/{SOURCE_NAME}")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
@@ -404,7 +404,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     go.add_argument("--wheel", type=Path, help="test this already-built wheel instead of building")
     go.add_argument("--allow-no-gpu", action="store_true", help="build and run what needs no GPU (GPU tests skip)")
     go.add_argument("--no-bench", action="store_true", help="skip the benchmark")
-    go.add_argument("--bench-arg", action="append", metavar="ARG", help="passed to bench.py (repeatable)")
+    go.add_argument("--bench-arg", action="append", metavar="ARG", help="passed to bench-kernels (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -415,6 +415,6 @@ def run(args: argparse.Namespace) -> int:
         if args.wheel:
             return prebuild(target, archs, args.jobs)
         shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
-        print(f"on the GPU machine, with {shown} carried: python3 scripts/gpu_check.py run --out \"$OUT\"")
+        print(f"on the GPU machine, with {shown} carried: PYTHONPATH=scripts python3 -m ssm_conda gpu-wheel run --out \"$OUT\"")
         return 0
     return run_checks(args)

@@ -1,4 +1,4 @@
-"""scripts/bench.py without a GPU: a one-line error and a non-zero exit; its pure parts; a whole run on the
+"""ssm-conda bench-kernels without a GPU: a one-line error and a non-zero exit; its pure parts; a whole run on the
 CPU stand-in of the extension (tests/recipe/cpu_kernel), where only the CUDA-event timer is swapped out."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_no_gpu_is_one_clear_line(tmp_path):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: bench.py needs")
+    assert lines[0].startswith("error: bench-kernels needs")
     assert "GPU" in lines[0] or "torch" in lines[0]
     assert result.stdout == ""
     assert not (tmp_path / "b.json").exists()
@@ -73,7 +73,7 @@ def test_default_cases_and_byte_model():
 
 @pytest.fixture
 def cpu_device(monkeypatch, cpu_causal_conv1d):
-    """bench.py's Device on the CPU stand-in extension, with a wall-clock timer for CUDA events."""
+    """bench-kernels' Device on the CPU stand-in extension, with a wall-clock timer for CUDA events."""
     for path in reversed(cpu_causal_conv1d):
         monkeypatch.syspath_prepend(str(path))
     import torch

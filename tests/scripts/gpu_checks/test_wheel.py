@@ -1,4 +1,4 @@
-"""scripts/gpu_check.py: prepare writes the patched tree whole; run refuses bad input before writing;
+"""ssm-conda gpu-wheel: prepare writes the patched tree whole; run refuses bad input before writing;
 its reports are read right; with a ready wheel it installs, tests and summarises.
 
 The build itself (pip wheel against a CUDA torch, minutes) is not run here; see the README.
@@ -65,7 +65,7 @@ def test_prepare_writes_the_patched_tree(source):
 
 def test_missing_source_is_bad_input(tmp_path):
     result = run("run", "--source", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"))
-    one_line_error(result, 2, "run `python scripts/gpu_check.py prepare` first")
+    one_line_error(result, 2, "run `ssm-conda gpu-wheel prepare` first")
     assert not (tmp_path / "out").exists()
 
 

@@ -1,4 +1,4 @@
-"""scripts/bench_build.py: bad input fails before any build starts (the benchmark itself is real builds)."""
+"""ssm-conda bench-build: bad input fails before any build starts (the benchmark itself is real builds)."""
 
 import argparse
 import subprocess

@@ -1,4 +1,4 @@
-"""scripts/common.py: the exit that skips interpreter finalization still flushes and keeps the status."""
+"""ssm_conda.console: the exit that skips interpreter finalization still flushes and keeps the status."""
 
 import subprocess
 import sys

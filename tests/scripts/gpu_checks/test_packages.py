@@ -1,4 +1,4 @@
-"""scripts/gpu_test.py: bad input is one line and exit 2; how test output is judged."""
+"""ssm-conda gpu-test: bad input is one line and exit 2; how test output is judged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/channel.py: a local channel that conda and py-rattler can install from."""
+"""ssm_conda.channels: a local channel that conda and py-rattler can install from."""
 
 import json
 
