@@ -1,9 +1,9 @@
 """GPU checks on a machine with a GPU but no conda channel: pip-build the patched sdist, run the tests, benchmark.
 
-    ssm-conda gpu-wheel prepare                    # here (network): patched source into .device/
-    ssm-conda gpu-wheel run --out results/         # there: build, tests, benchmark, summary
-    PY_WITH_ITS_TORCH -m ssm_conda gpu-wheel prepare --wheel # here: also build the wheel (no GPU needed)
-    ssm-conda gpu-wheel run --wheel .device/dist/causal_conv1d-*.whl --out results/
+    ssm-conda gpu-wheel prepare                 # with network: the patched source into gpu-wheel/
+    ssm-conda gpu-wheel run                     # on the GPU machine: build, tests, benchmark, summary
+    PY_WITH_ITS_TORCH -m ssm_conda gpu-wheel prepare --wheel   # also build the wheel (no GPU needed)
+    ssm-conda gpu-wheel run --wheel gpu-wheel/dist/causal_conv1d-*.whl
 
 `prepare` unpacks the pinned sdist and applies recipe/patches (so the GPU machine needs neither
 network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
@@ -11,10 +11,10 @@ torch and nvcc (TORCH_CUDA_ARCH_LIST from --arch, default this GPU's), installs 
 of its own (the machine's Python is left as it was), runs the script test of recipe/recipe.yaml
 (its commands, env and files, read from the recipe: check_arch.py, recipe/tests and the upstream
 subset) with the GPU required, then ssm-conda bench-kernels.
-Results land in --out: build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
-summary.json, and a summary table is printed. This is the quick path for a lent GPU machine;
-the packages themselves are tested with ssm-conda gpu-test. `prepare --wheel` builds the wheel on
-a machine without a GPU, with a Python holding the GPU machine's torch, so the lent machine spends
+Results land in --out (default gpu-wheel/results): build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
+summary.json, and a summary table is printed. This is the quick path for a GPU machine without
+conda; the packages themselves are tested with ssm-conda gpu-test. `prepare --wheel` builds the wheel on
+a machine without a GPU, with a Python holding the GPU machine's torch, so the GPU machine spends
 no time compiling; `run --wheel` falls back to building if that wheel does not import there.
 
 Exit status: 0 all passed, 1 a step failed, 2 bad input (nothing written).
@@ -47,7 +47,7 @@ from ssm_conda.matrix import load_variant_files
 from ssm_conda.paths import RECIPE, RECIPE_DIR, REPO_ROOT
 from ssm_conda.sources import unpack_patched
 
-DEFAULT_DIR = REPO_ROOT / ".device"
+DEFAULT_DIR = REPO_ROOT / "gpu-wheel"
 SOURCE_NAME = "causal-conv1d-src"
 # Benchmark cases at least this big are past the H200's 60 MB L2: their bandwidth is HBM's.
 LARGE_BYTES = 256 * 10**6
@@ -92,7 +92,7 @@ def prebuild(source: Path, archs: str, jobs: int) -> int:
         return 1
     shown = wheel.relative_to(REPO_ROOT) if wheel.is_relative_to(REPO_ROOT) else wheel
     print(f"on the GPU machine, with {source.name}/ and {shown} carried: "
-          f"PYTHONPATH=scripts python3 -m ssm_conda gpu-wheel run --wheel {shown} --out \"$OUT\"")
+          f"ssm-conda gpu-wheel run --wheel {shown}")
     return 0
 
 
@@ -393,12 +393,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     prep.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to put it (default {DEFAULT_DIR.name}/)")
     prep.add_argument("--wheel", action="store_true",
                       help="also build the wheel with this Python's torch (the GPU machine's version), for run --wheel")
-    prep.add_argument("--arch", default="9.0", help="with --wheel: TORCH_CUDA_ARCH_LIST (default 9.0, the H200)")
+    prep.add_argument("--arch", default="native",
+                      help='with --wheel: the GPU machine\'s architectures, e.g. "9.0" (default native: this machine\'s GPUs)')
     prep.add_argument("--jobs", type=int, default=2, help="with --wheel: MAX_JOBS")
     go = sub.add_parser("run", help="build with pip, run the tests and the benchmark")
     go.add_argument("--source", type=Path, default=DEFAULT_DIR / SOURCE_NAME, help="the tree `prepare` wrote")
-    go.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-check"),
-                    help="results folder (default $OUT, else ./gpu-check)")
+    go.add_argument("--out", type=Path, default=DEFAULT_DIR / "results",
+                    help=f"results folder (default {DEFAULT_DIR.name}/results)")
     go.add_argument("--arch", default="native", help='native (this GPU, default) or a list like "9.0" or "8.0;9.0+PTX"')
     go.add_argument("--jobs", type=int, default=4, help="MAX_JOBS for the build (there are 4 sources)")
     go.add_argument("--wheel", type=Path, help="test this already-built wheel instead of building")
@@ -415,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
         if args.wheel:
             return prebuild(target, archs, args.jobs)
         shown = target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target
-        print(f"on the GPU machine, with {shown} carried: PYTHONPATH=scripts python3 -m ssm_conda gpu-wheel run --out \"$OUT\"")
+        print(f"copy {shown} to the GPU machine (with this checkout), then run there: "
+              f"ssm-conda gpu-wheel run --source {shown}")
         return 0
     return run_checks(args)

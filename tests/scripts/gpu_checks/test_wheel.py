@@ -231,3 +231,14 @@ def test_prepare_wheel_checks_torch_and_arch_before_writing(tmp_path, cuda, arch
     result = run("prepare", "--dir", str(tmp_path / "device"), "--wheel", "--arch", arch, stub=stub)
     one_line_error(result, code, text)
     assert not (tmp_path / "device").exists()
+
+
+def test_defaults_name_no_machine_of_ours(monkeypatch):
+    """Results go to gpu-wheel/results whatever the environment (no $OUT from a development setup)."""
+    from ssm_conda import cli
+    from ssm_conda.paths import REPO_ROOT
+
+    monkeypatch.setenv("OUT", "/somewhere/else")
+    args = cli.parse_args(["gpu-wheel", "run"])
+    assert args.out == REPO_ROOT / "gpu-wheel" / "results"
+    assert args.source == REPO_ROOT / "gpu-wheel" / "causal-conv1d-src"
