@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared by recipe.yaml (rattler-build) and meta.yaml (conda-build).
+# recipe.yaml's build script.
 set -euxo pipefail
 
 # The CUDA toolkit of the build environment (cuda-nvcc), never a system one.
@@ -8,19 +8,64 @@ export CAUSAL_CONV1D_FORCE_BUILD=TRUE
 # TORCH_CUDA_ARCH_LIST comes from the variant (cuda_arch_list); patch 0002 makes setup.py obey it.
 : "${TORCH_CUDA_ARCH_LIST:?set by the recipe from the variant key cuda_arch_list}"
 
-# Parallelism from what this machine has: one nvcc process peaks near 2 GB per thread (measured:
-# 3.4 GB for two sm_90 jobs), and ninja runs MAX_JOBS of them; there are only 4 sources.
+# Parallelism from what this build may use: one nvcc process peaks near 2 GB per thread (measured:
+# 3.4 GB for two sm_90 jobs), and ninja runs MAX_JOBS of them; there are only 4 sources. CPUs and
+# memory are the machine's, or fewer where the cgroup of a container or a batch job (v2 or v1) caps
+# them: OOM kills come from the cap, not from the machine running out.
+# CAUSAL_CONV1D_PROBE_ROOT, set only by tests, reads /proc and /sys/fs/cgroup under a fake root.
+{ set +x; } 2>/dev/null  # the probe's trace would fill the log; its result is printed below
+probe="${CAUSAL_CONV1D_PROBE_ROOT:-}"
 cpus="${CPU_COUNT:-$(nproc)}"
-mem_gb=$(awk '/MemAvailable/ { print int($2 / 1048576) }' /proc/meminfo)
+mem_kb=$(awk '/^MemAvailable:/ { print $2 }' "${probe}/proc/meminfo")
+# This process's cgroup directory for controller $1 ("" for the v2 hierarchy) mounted at $2, then
+# its ancestors: a Slurm job's limit sits on the job's cgroup, above the step's.
+cgroup_dirs() {
+  local dir
+  dir=$(awk -F: -v c="$1" '(c == "" && $2 == "") || (c != "" && index("," $2 ",", "," c ",")) { print $3; exit }' \
+    "${probe}/proc/self/cgroup" 2>/dev/null) || return 0
+  [[ -n "${dir}" && -d "$2" ]] || return 0
+  dir="$2${dir%/}"
+  while [[ "${dir}" == "$2"* ]]; do
+    echo "${dir}"
+    [[ "${dir}" != "$2" ]] || break
+    dir="${dir%/*}"
+  done
+}
+# A limit in bytes, a CPU quota and period: "max" (v2), -1 and v1's near-2^63 "unlimited" change nothing.
+limit_memory() {
+  if [[ "$1" =~ ^[0-9]{1,18}$ ]] && (( $1 / 1024 < mem_kb )); then mem_kb=$(( $1 / 1024 )); fi
+}
+limit_cpus() {
+  if [[ "${1:-}" =~ ^[0-9]+$ && "${2:-}" =~ ^[1-9][0-9]*$ ]] && (( ($1 + $2 - 1) / $2 < cpus )); then
+    cpus=$(( ($1 + $2 - 1) / $2 ))
+  fi
+}
+value() { cat "$1" 2>/dev/null || true; }
+cgroup="${probe}/sys/fs/cgroup"
+while read -r dir; do
+  limit_memory "$(value "${dir}/memory.max")"
+  read -r quota period <<<"$(value "${dir}/cpu.max")"
+  limit_cpus "${quota}" "${period}"
+done < <(cgroup_dirs "" "${cgroup}")
+while read -r dir; do
+  limit_memory "$(value "${dir}/memory.limit_in_bytes")"
+done < <(cgroup_dirs memory "${cgroup}/memory")
+while read -r dir; do
+  limit_cpus "$(value "${dir}/cpu.cfs_quota_us")" "$(value "${dir}/cpu.cfs_period_us")"
+done < <(cgroup_dirs cpu "${cgroup}/cpu")
+mem_gb=$(( mem_kb / 1048576 ))
 slots=$(( mem_gb * 3 / 4 / 2 ))
 (( slots >= 1 )) || slots=1
 jobs=$(( cpus < slots ? cpus : slots ))
 (( jobs <= 4 )) || jobs=4
+# A caller's MAX_JOBS sizes the threads per job.
+[[ ! "${MAX_JOBS:-}" =~ ^[1-9][0-9]*$ ]] || jobs="${MAX_JOBS}"
 threads=$(( cpus / jobs < slots / jobs ? cpus / jobs : slots / jobs ))
 (( threads >= 1 )) || threads=1
 export MAX_JOBS="${MAX_JOBS:-${jobs}}"
 export NVCC_THREADS="${NVCC_THREADS:-${threads}}"
-echo "building with MAX_JOBS=${MAX_JOBS} NVCC_THREADS=${NVCC_THREADS} (${cpus} CPUs, ${mem_gb} GB available)"
+echo "building with MAX_JOBS=${MAX_JOBS} NVCC_THREADS=${NVCC_THREADS} (${cpus} CPUs, ${mem_gb} GB usable)"
+set -x
 
 # torch >= 2.14 wraps the compilers in any ccache/sccache found on PATH (a machine's own, too);
 # the cache is used only as configured below.

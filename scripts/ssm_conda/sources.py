@@ -18,33 +18,39 @@ from ssm_conda.paths import RECIPE, RECIPE_DIR, cache_dir
 
 
 def recipe_source() -> dict:
-    """The recipe's source entry, with ${{ version }} filled in from its context."""
+    """The recipe's source entry, ${{ version }} filled in from its context; url: the mirrors, in order."""
     recipe = yaml.safe_load(RECIPE.read_text())
     source = dict(recipe["source"])
-    source["url"] = source["url"].replace("${{ version }}", str(recipe["context"]["version"]))
+    urls = source["url"] if isinstance(source["url"], list) else [source["url"]]
+    source["url"] = [url.replace("${{ version }}", str(recipe["context"]["version"])) for url in urls]
     return source
 
 
 def fetch_sdist() -> Path:
-    """The pinned sdist in the cache; downloaded (atomically) and sha-checked when missing."""
+    """The pinned sdist in the cache; downloaded (atomically, from the first mirror that answers) and
+    sha-checked when missing."""
     source = recipe_source()
-    target = cache_dir() / "sources" / source["url"].rsplit("/", 1)[1]
+    target = cache_dir() / "sources" / source["url"][0].rsplit("/", 1)[1]
     if target.is_file() and sha256_of(target) == source["sha256"]:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
-        try:
-            with urllib.request.urlopen(source["url"], timeout=120) as response:
-                shutil.copyfileobj(response, tmp)
-        except OSError as exc:
+    errors = []
+    for url in source["url"]:
+        with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
+            try:
+                with urllib.request.urlopen(url, timeout=120) as response:
+                    shutil.copyfileobj(response, tmp)
+            except OSError as exc:
+                errors.append(f"{url}: {exc}")
+                os.unlink(tmp.name)
+                continue
+        actual = sha256_of(Path(tmp.name))
+        if actual != source["sha256"]:
             os.unlink(tmp.name)
-            raise PipelineError(f"cannot download {source['url']}: {exc}") from exc
-    actual = sha256_of(Path(tmp.name))
-    if actual != source["sha256"]:
-        os.unlink(tmp.name)
-        raise PipelineError(f"sha256 of {source['url']} is {actual}, the recipe pins {source['sha256']}")
-    os.replace(tmp.name, target)
-    return target
+            raise PipelineError(f"sha256 of {url} is {actual}, the recipe pins {source['sha256']}")
+        os.replace(tmp.name, target)
+        return target
+    raise PipelineError("cannot download the sdist: " + "; ".join(errors))
 
 
 def unpack_patched(destination: Path, patches: bool = True) -> Path:

@@ -1,0 +1,114 @@
+"""recipe/build.sh sizes MAX_JOBS and NVCC_THREADS from the CPUs and memory the build may use.
+
+The real script runs under bash against a fake /proc and /sys/fs/cgroup (CAUSAL_CONV1D_PROBE_ROOT)
+with a stand-in $PYTHON that records what `pip install` would have been given. CPU_COUNT is 16 and
+MemAvailable 64 GiB unless a case says otherwise; about 2 GB per nvcc thread, 3/4 of memory used.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from ssm_conda.paths import RECIPE_DIR
+
+GIB = 1 << 30
+V1_UNLIMITED = "9223372036854771712"
+
+
+def run_build_sh(tmp_path: Path, probe_root: Path | None, cpus: int = 16, **env: str) -> tuple[str, str]:
+    """(MAX_JOBS, NVCC_THREADS) as build.sh hands them to pip."""
+    recorded = tmp_path / "recorded"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$MAX_JOBS $NVCC_THREADS" > {recorded}\n')
+    python.chmod(0o755)
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("MAX_JOBS", "NVCC_THREADS", "CAUSAL_CONV1D_CCACHE_DIR", "CAUSAL_CONV1D_PROBE_ROOT")}
+    environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(RECIPE_DIR),
+                   TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), **env)
+    if probe_root is not None:
+        environ["CAUSAL_CONV1D_PROBE_ROOT"] = str(probe_root)
+    subprocess.run(["bash", str(RECIPE_DIR / "build.sh")], cwd=tmp_path, env=environ,
+                   check=True, capture_output=True, text=True)
+    max_jobs, nvcc_threads = recorded.read_text().split()
+    return max_jobs, nvcc_threads
+
+
+def machine(root: Path, available_gib: int = 64, cgroup: str | None = None, **files: str) -> Path:
+    """A fake root: /proc/meminfo, /proc/self/cgroup (when given) and files under /sys/fs/cgroup."""
+    (root / "proc" / "self").mkdir(parents=True)
+    (root / "proc" / "meminfo").write_text(
+        f"MemTotal:       {2 * available_gib * 1048576} kB\nMemFree:        1024 kB\n"
+        f"MemAvailable:   {available_gib * 1048576} kB\n")
+    if cgroup is not None:
+        (root / "proc" / "self" / "cgroup").write_text(cgroup)
+    (root / "sys" / "fs" / "cgroup").mkdir(parents=True)
+    for relative, content in files.items():
+        path = root / "sys" / "fs" / "cgroup" / relative.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content + "\n")
+    return root
+
+
+SLURM_V2 = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n"
+SLURM_V2_DIRS = "system.slice__slurmstepd.scope__job_42"
+V1 = "12:pids:/docker/abc\n4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n"
+
+
+@pytest.mark.parametrize(
+    ("available_gib", "cgroup", "files", "expected"),
+    [
+        pytest.param(64, None, {}, ("4", "4"), id="no-cgroup"),
+        pytest.param(64, "0::/job\n", {"job__memory.max": str(32 * GIB)}, ("4", "3"), id="v2-limit"),
+        pytest.param(64, "0::/job\n", {"job__memory.max": "max", "memory.max": "max"}, ("4", "4"), id="v2-max"),
+        # the limit sits on the job, the process in a task cgroup below it whose own memory.max is "max"
+        pytest.param(64, SLURM_V2, {f"{SLURM_V2_DIRS}__memory.max": str(8 * GIB),
+                                    f"{SLURM_V2_DIRS}__step_0__user__task_0__memory.max": "max"},
+                     ("3", "1"), id="v2-slurm-job-limit"),
+        # a container's own namespace: its cgroup is the root of what it sees
+        pytest.param(64, "0::/\n", {"memory.max": str(16 * GIB)}, ("4", "1"), id="v2-container"),
+        pytest.param(64, "0::/job\n", {"job__cpu.max": "200000 100000"}, ("2", "1"), id="v2-cpu-quota"),
+        pytest.param(64, "0::/job\n", {"job__cpu.max": "max 100000"}, ("4", "4"), id="v2-cpu-max"),
+        pytest.param(8, "0::/job\n", {"job__memory.max": str(32 * GIB)}, ("3", "1"), id="available-below-limit"),
+        pytest.param(64, V1, {"memory__docker__abc__memory.limit_in_bytes": str(8 * GIB)}, ("3", "1"), id="v1-limit"),
+        pytest.param(64, V1, {"memory__docker__abc__memory.limit_in_bytes": V1_UNLIMITED,
+                              "memory__memory.limit_in_bytes": V1_UNLIMITED}, ("4", "4"), id="v1-unlimited"),
+        # v1 without a cgroup namespace: the host's path is listed, the container's cgroup mounted as the root
+        pytest.param(64, V1, {"memory__memory.limit_in_bytes": str(16 * GIB)}, ("4", "1"), id="v1-container"),
+        pytest.param(64, V1, {"cpu__docker__abc__cpu.cfs_quota_us": "300000",
+                              "cpu__docker__abc__cpu.cfs_period_us": "100000"}, ("3", "1"), id="v1-cpu-quota"),
+        pytest.param(64, V1, {"cpu__docker__abc__cpu.cfs_quota_us": "-1",
+                              "cpu__docker__abc__cpu.cfs_period_us": "100000"}, ("4", "4"), id="v1-cpu-unlimited"),
+    ],
+)
+def test_parallelism_from_machine_and_cgroup(tmp_path, available_gib, cgroup, files, expected):
+    root = machine(tmp_path / "root", available_gib, cgroup, **files)
+    assert run_build_sh(tmp_path, root) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({"MAX_JOBS": "7", "NVCC_THREADS": "5"}, ("7", "5"), id="both"),
+        # threads are sized for the caller's jobs: 16 CPUs / 2 jobs
+        pytest.param({"MAX_JOBS": "2"}, ("2", "8"), id="max-jobs"),
+        pytest.param({"NVCC_THREADS": "2"}, ("4", "2"), id="nvcc-threads"),
+    ],
+)
+def test_caller_settings_are_kept(tmp_path, env, expected):
+    root = machine(tmp_path / "root", 64, "0::/job\n", **{"job__memory.max": "max"})
+    assert run_build_sh(tmp_path, root, **env) == expected
+
+
+def test_caller_settings_are_kept_under_a_cgroup_limit(tmp_path):
+    root = machine(tmp_path / "root", 64, "0::/job\n", **{"job__memory.max": str(4 * GIB)})
+    assert run_build_sh(tmp_path, root, MAX_JOBS="3", NVCC_THREADS="2") == ("3", "2")
+    assert run_build_sh(tmp_path, root) == ("1", "1")
+
+
+def test_this_machine(tmp_path):
+    """The real /proc and /sys/fs/cgroup: whole numbers, at most one job per CPU and four jobs."""
+    cpus = os.cpu_count() or 1
+    max_jobs, nvcc_threads = run_build_sh(tmp_path, None, cpus=cpus)
+    assert 1 <= int(max_jobs) <= min(cpus, 4)
+    assert int(nvcc_threads) >= 1
