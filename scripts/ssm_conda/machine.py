@@ -1,18 +1,21 @@
-"""What the machine's GPUs and NVIDIA driver are: from nvidia-smi, libcuda (ctypes) or torch.
+"""What the machine's GPUs and NVIDIA driver are: from nvidia-smi, conda's virtual packages or torch.
 
-Every probe answers "nothing" (None or []) instead of raising when there is no driver, no GPU or
-no torch, so callers work on build machines without a GPU.
+The driver's CUDA version and the lowest compute capability come from py-rattler's virtual package
+detection (`__cuda`, `__cuda_arch`: what a conda or pixi solve sees); nvidia-smi names every GPU
+with its compute capability and the driver version. Every probe answers "nothing" (None or [])
+instead of raising when there is no driver, no GPU or no torch, so callers work on build machines
+without a GPU.
 """
 
 from __future__ import annotations
 
-import ctypes
 import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+
+from rattler import VirtualPackage, VirtualPackageOverrides
 
 from ssm_conda.archs import version_key
 
@@ -20,10 +23,6 @@ CAP_RE = re.compile(r"\d+\.\d+")
 SMI_CUDA_RE = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
 PROC_DRIVER_RE = re.compile(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)")
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
-
-# CUDA_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR (cuda.h)
-_CU_ATTR_CC_MAJOR = 75
-_CU_ATTR_CC_MINOR = 76
 
 # Oldest Linux driver per CUDA major (minor-version compatibility: every 12.x runs on 525+,
 # every 13.x on 580+) and the driver each toolkit release ships with (NVIDIA's release notes).
@@ -61,13 +60,32 @@ class DriverInfo:
     version: str | None = None  # "580.65.06"
     cuda: str | None = None  # highest CUDA the driver supports, "13.0"
     gpus: list[GpuInfo] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)  # "nvidia-smi", "libcuda", "/proc"
+    sources: list[str] = field(default_factory=list)  # "nvidia-smi", "py-rattler", "/proc"
     errors: list[str] = field(default_factory=list)
 
 
-def cuda_version_from_int(value: int) -> str:
-    """cuDriverGetVersion's 13000 -> "13.0", 12090 -> "12.9"."""
-    return f"{value // 1000}.{(value % 1000) // 10}"
+@dataclass(frozen=True)
+class CudaVirtualPackages:
+    """conda's CUDA virtual packages as py-rattler detects them; None where it detects none."""
+
+    cuda: str | None = None  # __cuda: the highest CUDA the driver supports
+    arch: str | None = None  # __cuda_arch: the lowest compute capability among the GPUs
+    arch_model: str | None = None  # __cuda_arch's build string: that GPU's model
+
+
+def detect_cuda_virtual_packages(honour_overrides: bool = False) -> CudaVirtualPackages:
+    """__cuda and __cuda_arch of this machine, or CONDA_OVERRIDE_CUDA(_ARCH) with honour_overrides.
+
+    VirtualPackage.detect() alone ignores the CONDA_OVERRIDE_* variables; from_env() applies them.
+    """
+    overrides = VirtualPackageOverrides.from_env() if honour_overrides else VirtualPackageOverrides()
+    found = {}
+    for package in VirtualPackage.detect(overrides):
+        generic = package.into_generic()
+        found[generic.name.normalized] = (str(generic.version), str(generic.build_string))
+    cuda = found.get("__cuda", (None, None))[0]
+    arch, model = found.get("__cuda_arch", (None, None))
+    return CudaVirtualPackages(cuda, arch, model if model and model != "0" else None)
 
 
 def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -117,47 +135,6 @@ def query_nvidia_smi(
     return info
 
 
-def _load_libcuda() -> Any | None:
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
-
-
-def query_libcuda(load: Callable[[], Any | None] | None = None) -> DriverInfo | None:
-    """CUDA version (cuDriverGetVersion, what conda's __cuda reports) and GPUs from libcuda."""
-    lib = (load or _load_libcuda)()
-    if lib is None:
-        return None
-    info = DriverInfo(sources=["libcuda"])
-    try:
-        version = ctypes.c_int(0)
-        if lib.cuDriverGetVersion(ctypes.byref(version)) != 0 or version.value <= 0:
-            info.errors.append("libcuda: cuDriverGetVersion failed")
-            return info
-        info.cuda = cuda_version_from_int(version.value)
-        status = lib.cuInit(0)
-        if status != 0:
-            info.errors.append(f"libcuda: cuInit failed with CUresult {status} (no usable GPU?)")
-            return info
-        count = ctypes.c_int(0)
-        lib.cuDeviceGetCount(ctypes.byref(count))
-        for index in range(count.value):
-            device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
-            if lib.cuDeviceGet(ctypes.byref(device), index) != 0:
-                continue
-            lib.cuDeviceGetAttribute(ctypes.byref(major), _CU_ATTR_CC_MAJOR, device)
-            lib.cuDeviceGetAttribute(ctypes.byref(minor), _CU_ATTR_CC_MINOR, device)
-            name = ctypes.create_string_buffer(256)
-            lib.cuDeviceGetName(name, 256, device)
-            info.gpus.append(GpuInfo(index, name.value.decode(errors="replace"), f"{major.value}.{minor.value}"))
-    except (AttributeError, OSError) as exc:
-        info.errors.append(f"libcuda: {exc}")
-    return info
-
-
 def driver_version_from_proc(path: str = PROC_DRIVER_VERSION) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -167,37 +144,41 @@ def driver_version_from_proc(path: str = PROC_DRIVER_VERSION) -> str | None:
     return match.group(1) if match else None
 
 
+def _fill_compute_caps(gpus: list[GpuInfo], packages: CudaVirtualPackages) -> list[GpuInfo]:
+    """GPUs nvidia-smi listed without a compute capability (drivers before 510) get __cuda_arch's
+    where their model is the one __cuda_arch names; without nvidia-smi it stands for one GPU."""
+    if packages.arch is None:
+        return gpus
+    if not gpus:
+        return [GpuInfo(0, packages.arch_model or "?", packages.arch)]
+    return [
+        replace(g, compute_cap=packages.arch) if not g.compute_cap and g.name == packages.arch_model else g
+        for g in gpus
+    ]
+
+
 def driver_info(
     smi: Callable[[], DriverInfo | None] | None = None,
-    libcuda: Callable[[], DriverInfo | None] | None = None,
+    virtual: Callable[[], CudaVirtualPackages] | None = None,
     proc: Callable[[], str | None] | None = None,
 ) -> DriverInfo:
-    """Everything known about the driver, nvidia-smi first, filled in from libcuda and /proc."""
-    merged = DriverInfo()
-    for part in ((smi or query_nvidia_smi)(), (libcuda or query_libcuda)()):
-        if part is None:
-            continue
-        merged.version = merged.version or part.version
-        merged.cuda = merged.cuda or part.cuda
-        if not merged.gpus or (part.gpus and not all(g.compute_cap for g in merged.gpus)):
-            merged.gpus = part.gpus or merged.gpus
-        merged.sources += part.sources
-        merged.errors += part.errors
-    if merged.version is None:
-        merged.version = (proc or driver_version_from_proc)()
-        if merged.version is not None:
-            merged.sources.append("/proc")
-    return merged
+    """Everything known about the driver: nvidia-smi, conda's virtual packages, then /proc."""
+    info = (smi or query_nvidia_smi)() or DriverInfo()
+    packages = (virtual or detect_cuda_virtual_packages)()
+    if packages.cuda is not None:
+        info.cuda = packages.cuda  # what a conda solve sees; nvidia-smi's header says the same
+        info.gpus = _fill_compute_caps(info.gpus, packages)
+        info.sources.append("py-rattler")
+    if info.version is None:
+        info.version = (proc or driver_version_from_proc)()
+        if info.version is not None:
+            info.sources.append("/proc")
+    return info
 
 
 def compute_capabilities_from_driver() -> list[str]:
-    """Compute capabilities ("9.0") of the GPUs the driver reports; [] without a driver."""
-    for query in (query_nvidia_smi, query_libcuda):
-        info = query()
-        caps = [g.compute_cap for g in info.gpus if g.compute_cap] if info else []
-        if caps:
-            return caps
-    return []
+    """Compute capabilities ("9.0") of the GPUs the driver reports, one per GPU; [] without a driver."""
+    return [g.compute_cap for g in driver_info(proc=lambda: None).gpus if g.compute_cap]
 
 
 def compute_capabilities_from_torch() -> list[str]:
@@ -219,5 +200,3 @@ def detect_compute_capabilities() -> list[str]:
     """The distinct compute capabilities present, driver first, then torch; sorted."""
     caps = compute_capabilities_from_driver() or compute_capabilities_from_torch()
     return sorted(set(caps), key=version_key)
-
-

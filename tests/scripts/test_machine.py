@@ -1,8 +1,7 @@
-"""ssm_conda.machine against a fake nvidia-smi on PATH and a fake libcuda."""
+"""ssm_conda.machine against a fake nvidia-smi on PATH, and py-rattler's virtual packages (real, or injected)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import stat
 from pathlib import Path
@@ -55,12 +54,13 @@ def write_fake_smi(
 
 
 @pytest.fixture
-def no_libcuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gpu, "_load_libcuda", lambda: None)
+def no_virtual_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine's own driver (if any) stays out of the fake nvidia-smi's tests."""
+    monkeypatch.setattr(gpu, "detect_cuda_virtual_packages", lambda: gpu.CudaVirtualPackages())
 
 
 @pytest.fixture
-def only_fake_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_libcuda: None) -> Path:
+def only_fake_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_virtual_packages: None) -> Path:
     """PATH holds only the fake nvidia-smi's folder (plus the shell's tools)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -149,65 +149,46 @@ def test_nvidia_smi_not_available_falls_back_to_proc(tmp_path: Path, only_fake_p
     assert info.version == "580.65.06" and info.sources == ["/proc"]
 
 
-class FakeLibcuda:
-    """Stands in for ctypes.CDLL("libcuda.so.1"): writes through the byref() pointers."""
-
-    def __init__(self, version: int, caps: list[tuple[int, int]], init_status: int = 0) -> None:
-        self.version, self.caps, self.init_status = version, caps, init_status
-
-    def cuDriverGetVersion(self, ref) -> int:  # noqa: N802 (the C name)
-        ref._obj.value = self.version
-        return 0
-
-    def cuInit(self, flags: int) -> int:  # noqa: N802
-        return self.init_status
-
-    def cuDeviceGetCount(self, ref) -> int:  # noqa: N802
-        ref._obj.value = len(self.caps)
-        return 0
-
-    def cuDeviceGet(self, ref, index: int) -> int:  # noqa: N802
-        ref._obj.value = index
-        return 0
-
-    def cuDeviceGetAttribute(self, ref, attr: int, device: ctypes.c_int) -> int:  # noqa: N802
-        major, minor = self.caps[device.value]
-        ref._obj.value = major if attr == 75 else minor
-        return 0
-
-    def cuDeviceGetName(self, buf, size: int, device: ctypes.c_int) -> int:  # noqa: N802
-        buf.value = f"Fake GPU {device.value}".encode()
-        return 0
+def test_rattler_reports_the_conda_override_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real py-rattler detection: CONDA_OVERRIDE_CUDA(_ARCH) only when asked to honour them."""
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "9.0")
+    assert gpu.detect_cuda_virtual_packages(honour_overrides=True) == gpu.CudaVirtualPackages("12.9", "9.0", None)
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")  # conda's "no CUDA": __cuda_arch goes with __cuda
+    assert gpu.detect_cuda_virtual_packages(honour_overrides=True) == gpu.CudaVirtualPackages()
 
 
-def test_libcuda_version_and_devices() -> None:
-    info = gpu.query_libcuda(lambda: FakeLibcuda(12090, [(10, 3), (9, 0)]))
-    assert info is not None
-    assert info.cuda == "12.9"
-    assert [(g.name, g.compute_cap) for g in info.gpus] == [("Fake GPU 0", "10.3"), ("Fake GPU 1", "9.0")]
+def test_rattler_without_overrides_reads_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "1.0")  # no real driver says CUDA 1.0
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "1.0")
+    found = gpu.detect_cuda_virtual_packages()
+    assert found.cuda != "1.0" and found.arch != "1.0"
 
 
-def test_libcuda_without_devices_still_reports_cuda() -> None:
-    info = gpu.query_libcuda(lambda: FakeLibcuda(13000, [], init_status=100))  # CUDA_ERROR_NO_DEVICE
-    assert info is not None and info.cuda == "13.0" and info.gpus == []
-    assert "cuInit" in info.errors[0]
+def test_driver_cuda_comes_from_rattler(only_fake_path: Path) -> None:
+    write_fake_smi(only_fake_path, H100_B200)
+    info = gpu.driver_info(virtual=lambda: gpu.CudaVirtualPackages("13.1", "9.0", "NVIDIA H100 80GB HBM3"))
+    assert info.cuda == "13.1"  # __cuda, what a solve sees
+    assert info.sources == ["nvidia-smi", "py-rattler"]
+    assert [g.compute_cap for g in info.gpus] == ["9.0", "10.0", "9.0"]  # nvidia-smi's, per GPU
 
 
-def test_no_libcuda() -> None:
-    assert gpu.query_libcuda(lambda: None) is None
-
-
-def test_driver_info_fills_compute_caps_from_libcuda(only_fake_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_fake_smi(only_fake_path, "0, NVIDIA B300, 10.3, 470.1\n", fail_compute_cap=True)
-    monkeypatch.setattr(gpu, "_load_libcuda", lambda: FakeLibcuda(13000, [(10, 3)]))
-    info = gpu.driver_info()
+def test_cuda_arch_fills_in_for_an_old_nvidia_smi(only_fake_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    query = "0, NVIDIA B300, 10.3, 470.1\n1, NVIDIA B300, 10.3, 470.1\n2, Tesla T4, 7.5, 470.1\n"
+    write_fake_smi(only_fake_path, query, fail_compute_cap=True)
+    # __cuda_arch is the lowest capability with its model: it fills in only GPUs of that model
+    packages = gpu.CudaVirtualPackages("13.0", "10.3", "NVIDIA B300")
+    info = gpu.driver_info(virtual=lambda: packages)
     assert info.version == "470.1"  # nvidia-smi's
-    assert info.cuda == "13.0"
-    assert [g.compute_cap for g in info.gpus] == ["10.3"]
-    assert gpu.compute_capabilities_from_driver() == ["10.3"]
+    assert [(g.name, g.compute_cap) for g in info.gpus] == [("NVIDIA B300", "10.3"), ("NVIDIA B300", "10.3"),
+                                                            ("Tesla T4", "")]
+    monkeypatch.setattr(gpu, "detect_cuda_virtual_packages", lambda: packages)
+    assert gpu.compute_capabilities_from_driver() == ["10.3", "10.3"]
 
 
-
-def test_cuda_version_from_int() -> None:
-    assert gpu.cuda_version_from_int(12090) == "12.9"
-    assert gpu.cuda_version_from_int(13010) == "13.1"
+def test_cuda_arch_without_nvidia_smi_is_one_gpu(only_fake_path: Path) -> None:
+    info = gpu.driver_info(virtual=lambda: gpu.CudaVirtualPackages("12.9", "8.0", "NVIDIA A100-SXM4-80GB"),
+                           proc=lambda: "575.57.08")
+    assert info.cuda == "12.9" and info.version == "575.57.08"
+    assert info.gpus == [gpu.GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0")]
+    assert info.sources == ["py-rattler", "/proc"]

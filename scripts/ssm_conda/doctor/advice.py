@@ -1,0 +1,175 @@
+"""From facts to a recommendation: which variant, the rules' findings, and the commands to run.
+
+advise is pure (no probing): choose the variant, run the rules in order, then write the install
+command (when a packaged build fits) and the build command.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ssm_conda.archs import arch_covers, version_key
+from ssm_conda.channels import DEFAULT_CHANNEL
+from ssm_conda.doctor.facts import PACKAGE, Facts, major
+from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, note
+from ssm_conda.matrix import VariantFile
+
+FALLBACK_VERSION = "1.7.0"
+CONDA_FORGE = "conda-forge"
+
+
+@dataclass
+class Advice:
+    cuda: str | None = None  # the variant's CUDA version
+    variant_file: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    reason: str = ""
+    build_string: str | None = None  # glob, e.g. cuda130_py312_torch213_*
+    install: list[str] = field(default_factory=list)  # commands, run in order
+    build: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def _of(self, level: str) -> list[Finding]:
+        return [f for f in self.findings if f.level == level]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return self._of("warning")
+
+    @property
+    def missing(self) -> list[str]:
+        return [f.message for f in self._of("missing")]
+
+    @property
+    def notes(self) -> list[str]:
+        return [f.message for f in self._of("note")]
+
+    @property
+    def codes(self) -> list[str]:
+        return [w.code for w in self.warnings]
+
+
+def choose_variant(facts: Facts, files: Sequence[VariantFile]) -> tuple[VariantFile | None, str]:
+    """The variant file (CUDA version) that fits torch's CUDA first, then the driver; and why."""
+    if not files:
+        return None, ""
+    torch, driver_cuda = facts.interpreter.torch, facts.driver_cuda
+    by_version = sorted(files, key=lambda f: version_key(f.cuda))
+    if torch is not None and torch.cuda:
+        same = [f for f in by_version if major(f.cuda) == major(torch.cuda)]
+        not_newer = [f for f in same if version_key(f.cuda) <= version_key(torch.cuda)]
+        if same:
+            return (not_newer[-1] if not_newer else same[0]), f"torch {torch.version} was built with CUDA {torch.cuda}"
+    if driver_cuda:
+        usable = [f for f in by_version if major(f.cuda) <= major(driver_cuda)]
+        full = [f for f in usable if version_key(f.cuda) <= version_key(driver_cuda)]
+        if usable:
+            return (full or usable)[-1], f"the newest CUDA the driver supports ({driver_cuda})"
+        return by_version[0], "the oldest CUDA packaged (the driver is too old for all)"
+    return by_version[-1], "no driver or torch CUDA to match: the newest CUDA packaged"
+
+
+def _build_targets(vfile: VariantFile) -> list[str]:
+    """What `ssm-conda build --arch` may target with this variant's nvcc; never sm_103 with nvcc 13
+    (it miscompiles it, upstream #105: the sm_100 cubin runs there)."""
+    return [a for a in vfile.arch_supported if not (major(vfile.cuda) >= 13 and a == "10.3")]
+
+
+def _closest_target(cap: str, targets: Sequence[str]) -> str | None:
+    """For a GPU nvcc cannot target: the newest cubin that runs on it, else the newest PTX (arch_covers)."""
+    newest_first = sorted(targets, key=version_key, reverse=True)
+    for entry in (*newest_first, *(f"{a}+PTX" for a in newest_first)):
+        if arch_covers(cap, entry) is not None:
+            return entry
+    return None
+
+
+def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
+    """--arch for `ssm-conda build`: native when nvcc can target every GPU here, else an explicit list."""
+    targets = _build_targets(vfile)
+    if not caps:
+        return "all"
+    if all(c in targets for c in caps):
+        return "native"
+    chosen = {t for t in (_closest_target(cap, targets) for cap in caps) if t is not None}
+    return ";".join(sorted(chosen, key=version_key)) or "all"
+
+
+def build_string_glob(channel: str, vfile: VariantFile, python: str, torch: str) -> str:
+    cuda_tag, py_tag = vfile.cuda.replace(".", ""), python.replace(".", "")
+    if channel == CONDA_FORGE:  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
+        return f"cuda{cuda_tag}*py{py_tag}*"
+    return f"cuda{cuda_tag}_py{py_tag}_torch{torch.replace('.', '')}_*"
+
+
+def install_commands(facts: Facts, cuda: str, build: str, channel: str, version: str, python: str) -> list[str]:
+    spec = f'"{PACKAGE}={version}={build}"'
+    # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
+    override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
+    channels = f"-c {channel}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
+    commands = []
+    wheel = facts.interpreter.causal_conv1d
+    if wheel is not None and not wheel.from_conda:
+        commands.append(f"{shlex.quote(facts.interpreter.executable)} -m pip uninstall -y causal-conv1d")
+    if facts.env.kind == "pixi" and not facts.env.this_project:
+        if channel != CONDA_FORGE:
+            # pixi's channel priority is strict: appended after conda-forge, the package is never taken from it
+            commands.append(f"pixi workspace channel add --prepend {channel}")
+        commands.append(f"{override}pixi add {spec}")
+    elif facts.env.kind == "conda":
+        commands.append(f"{override}conda install {channels} {spec}")
+    else:
+        commands.append(f"{override}conda create -n causal-conv1d {channels} python={python} {spec}")
+    return commands
+
+
+def channel_notes(channel: str, version: str, build_string: str, packaged: bool) -> list[Finding]:
+    if channel == CONDA_FORGE:
+        return [note("conda-forge-pin", "conda-forge's causal-conv1d builds carry only conda-forge's current pytorch "
+                     "pin; for another torch minor use this project's channel (--channel) or build")]
+    pattern = f"{PACKAGE}-{version}-{build_string}.conda"
+    local = Path(channel)
+    if packaged and local.is_dir() and not any(local.glob(f"*/{pattern}")):
+        return [note("not-built-yet", f"{channel} has no {pattern} yet: build it first (command below)")]
+    return []
+
+
+def build_command(target: Target, caps: Sequence[str]) -> str:
+    return (f"ssm-conda build --cuda {target.variant.cuda} --python {target.python} --torch {target.torch} "
+            f"--arch {shlex.quote(build_arch_arg(caps, target.variant))}")
+
+
+def advise(
+    facts: Facts,
+    files: Sequence[VariantFile],
+    channel: str = DEFAULT_CHANNEL,
+    version: str = FALLBACK_VERSION,
+) -> Advice:
+    """Turn facts into a recommendation, commands and findings (pure: no probing here)."""
+    findings = [f for rule in MACHINE_RULES for f in rule(facts, files)]
+    vfile, reason = choose_variant(facts, files)
+    if vfile is None:
+        return Advice(findings=findings)
+    torch = facts.interpreter.torch
+    target = Target(vfile, facts.interpreter.minor or vfile.pythons[-1],
+                    (torch.minor if torch is not None else None) or vfile.torches[-1])
+    findings += [f for rule in TARGET_RULES for f in rule(facts, target)]
+    packaged = not any(f.unpackaged for f in findings)
+    build_string = build_string_glob(channel, vfile, target.python, target.torch)
+    findings += channel_notes(channel, version, build_string, packaged)
+    install = install_commands(facts, vfile.cuda, build_string, channel, version, target.python) if packaged else []
+    return Advice(
+        cuda=vfile.cuda,
+        variant_file=vfile.display_path,
+        python=target.python,
+        torch=target.torch,
+        reason=reason,
+        build_string=build_string,
+        install=install,
+        build=[build_command(target, facts.compute_caps)],
+        findings=findings,
+    )

@@ -1,0 +1,87 @@
+"""Which causal-conv1d package fits this machine, and what will go wrong with the others.
+
+    ssm-conda doctor [--interpreter PATH] [--channel NAME|URL|DIR] [--json]
+
+Reads the NVIDIA driver (version; the highest CUDA it supports and the GPUs' compute capabilities
+as conda's __cuda and __cuda_arch virtual packages, through py-rattler; each GPU from nvidia-smi),
+the target Python's torch (version, CUDA, C++11 ABI; imported in a subprocess so a broken torch
+cannot take the doctor down), nvcc, the active conda/pixi environment and any causal-conv1d
+already installed. Prints a table, the command that installs (or builds) the matching package,
+and the known traps that apply. Missing pieces (no GPU, no driver, no torch) are reported, never
+fatal: the exit status is 0 unless the arguments are wrong. --json prints only JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from ssm_conda.channels import DEFAULT_CHANNEL
+from ssm_conda.console import UsageError
+from ssm_conda.doctor.advice import FALLBACK_VERSION, advise
+from ssm_conda.doctor.facts import Facts, Probes, gather_facts
+from ssm_conda.doctor.report import render_text, to_json
+from ssm_conda.matrix import load_variant_files
+from ssm_conda.paths import RECIPE, REPO_ROOT, VARIANTS_DIR
+
+LOCAL_CHANNEL = REPO_ROOT / "output"  # `ssm-conda build`'s default --output-dir, run from the checkout
+
+
+def default_channel() -> str:
+    """The build's output channel once it holds an index, else the public channel."""
+    if any(LOCAL_CHANNEL.glob("*/repodata.json")):
+        return str(LOCAL_CHANNEL)
+    return DEFAULT_CHANNEL
+
+
+def package_version(recipe: Path = RECIPE) -> str:
+    try:
+        return str(yaml.safe_load(recipe.read_text())["context"]["version"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return FALLBACK_VERSION
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--interpreter", default=sys.executable, metavar="PATH",
+                        help="Python of the environment to check (default: the one running ssm-conda)")
+    parser.add_argument("--channel", default=None,
+                        help=f"channel to install from (default: {LOCAL_CHANNEL.name}/ when `ssm-conda build` has "
+                        f"filled it, else {DEFAULT_CHANNEL})")
+    parser.add_argument("--variants-dir", type=Path, default=VARIANTS_DIR, help="variant files (default: variants/)")
+    parser.add_argument("--no-import", action="store_true", help="read torch's metadata only, do not import it")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout instead of the table")
+
+
+def _interpreter(value: str) -> str:
+    found = value if os.sep in value else shutil.which(value) or value
+    if not Path(found).exists():
+        raise UsageError(f"--interpreter {value!r}: no such file; give the path of a Python executable")
+    return found
+
+
+def _explain_sources(facts: Facts) -> None:
+    """-v: where the facts came from (stderr, so --json stays clean)."""
+    driver = facts.driver
+    print(f"driver facts from: {', '.join(driver.sources) or 'nothing'}", file=sys.stderr)
+    for error in driver.errors:
+        print(f"  {error}", file=sys.stderr)
+    print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
+    interpreter = _interpreter(args.interpreter)
+    if not args.variants_dir.is_dir():
+        raise UsageError(f"--variants-dir {str(args.variants_dir)!r}: no such directory")
+    files = load_variant_files(args.variants_dir)
+    facts = gather_facts(interpreter, probes, import_torch=not args.no_import)
+    if args.verbose:
+        _explain_sources(facts)
+    advice = advise(facts, files, args.channel or default_channel(), package_version())
+    print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
+    return 0

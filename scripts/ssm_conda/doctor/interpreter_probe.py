@@ -1,0 +1,62 @@
+# ruff: noqa: UP031
+# Run by the doctor inside the interpreter it checks (`python -c <this text>`): that interpreter may
+# be any Python 3 with any (or a broken) torch, so this file imports nothing of ssm_conda and keeps
+# to old syntax; it catches everything on purpose (a broken torch must not take the doctor down).
+# Each finding is one `@@doctor {json}` line, flushed at once, so a crash in
+# `import torch` still leaves what came before it.
+import importlib.util
+import json
+import os
+import sys
+
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    sys.path.pop(0)
+
+
+def emit(**kw):
+    print("@@doctor " + json.dumps(kw), flush=True)
+
+
+def dist(md, *names):
+    for name in names:
+        try:
+            found = md.distribution(name)
+        except Exception:
+            continue
+        out = {"version": found.version}
+        for key, fname in (("installer", "INSTALLER"), ("direct_url", "direct_url.json")):
+            try:
+                out[key] = found.read_text(fname)
+            except Exception:
+                out[key] = None
+        return out
+    return None
+
+
+emit(stage="python", version="%d.%d.%d" % tuple(sys.version_info[:3]), executable=sys.executable, prefix=sys.prefix)
+try:
+    import importlib.metadata as metadata
+except ImportError:
+    metadata = None
+if metadata is not None:
+    emit(stage="dists", torch=dist(metadata, "torch"), causal_conv1d=dist(metadata, "causal_conv1d", "causal-conv1d"))
+if importlib.util.find_spec("torch") is None:
+    emit(stage="torch", ok=False, missing=True)
+    sys.exit(0)
+if os.environ.get("DOCTOR_NO_IMPORT") == "1":
+    sys.exit(0)
+try:
+    import torch
+
+    emit(stage="torch", ok=True, version=str(torch.__version__), cuda=torch.version.cuda,
+         cxx11_abi=bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)))
+except BaseException as exc:
+    emit(stage="torch", ok=False, error="%s: %s" % (type(exc).__name__, exc))
+    sys.exit(0)
+if importlib.util.find_spec("causal_conv1d_cuda") is not None:
+    try:
+        import causal_conv1d_cuda  # noqa: F401
+
+        emit(stage="extension", ok=True)
+    except BaseException as exc:
+        emit(stage="extension", ok=False, error="%s: %s" % (type(exc).__name__, exc))

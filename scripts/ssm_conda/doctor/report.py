@@ -1,0 +1,79 @@
+"""The doctor's output: a facts table, the commands and the findings as text, or JSON (schema 1)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from ssm_conda.console import format_table
+from ssm_conda.doctor.advice import Advice
+from ssm_conda.doctor.facts import Facts, TorchInfo
+
+SCHEMA = 1
+
+
+def _driver_row(facts: Facts) -> str:
+    driver = facts.driver
+    if driver.version or driver.cuda:
+        return f"{driver.version or '?'} (supports CUDA {driver.cuda or '?'})"
+    return "not found"
+
+
+def _torch_row(torch: TorchInfo | None) -> str:
+    if torch is None:
+        return "not installed"
+    origin = "conda" if torch.dist and torch.dist.from_conda else (torch.dist.installer if torch.dist else None)
+    detail = [f"CUDA {torch.cuda}" if torch.cuda else "CPU-only" if not torch.import_error else "import fails"]
+    if torch.cxx11_abi is not None:
+        detail.append(f"cxx11 ABI {'yes' if torch.cxx11_abi else 'no'}")
+    if origin:
+        detail.append(f"from {origin}")
+    return f"{torch.version or '?'} ({', '.join(detail)})"
+
+
+def facts_rows(facts: Facts) -> list[tuple[str, str]]:
+    interp, env, dist = facts.interpreter, facts.env, facts.interpreter.causal_conv1d
+    rows = [("NVIDIA driver", _driver_row(facts))]
+    if facts.conda_override_cuda:
+        rows.append(("CONDA_OVERRIDE_CUDA", facts.conda_override_cuda))
+    rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in facts.gpus]
+    if not facts.gpus:
+        rows.append(("GPU", "none visible"))
+    rows.append(("Python", f"{interp.version or '?'} ({interp.executable})"))
+    rows.append(("torch", _torch_row(interp.torch)))
+    rows.append(("nvcc", f"{facts.nvcc.version or '?'} ({facts.nvcc.path})" if facts.nvcc else "not found"))
+    rows.append(("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"))
+    if dist is None:
+        rows.append(("causal-conv1d", "not installed"))
+    else:
+        how = ", ".join(filter(None, ["conda", dist.conda_build])) if dist.from_conda else dist.installer or "pip"
+        rows.append(("causal-conv1d", f"{dist.version} ({how})"))
+    return rows
+
+
+def render_text(facts: Facts, advice: Advice) -> str:
+    lines = ["causal-conv1d doctor", "", format_table(("Item", "Value"), facts_rows(facts)), ""]
+    if advice.cuda:
+        lines += [f"Variant: CUDA {advice.cuda} ({advice.variant_file}), Python {advice.python}, "
+                  f"torch {advice.torch}: {advice.reason}.", ""]
+    if advice.install:
+        lines += ["Install:", *(f"  {c}" for c in advice.install), "", "Or build it:"]
+    elif advice.build:
+        lines.append("No package fits; build it:")
+    lines += [f"  {c}" for c in advice.build]
+    for title, items in (
+        ("Warnings", [f"[{w.code}] {w.message}" for w in advice.warnings]),
+        ("Missing", advice.missing),
+        ("Notes", advice.notes),
+    ):
+        if items:
+            lines += ["", f"{title}:", *(f"  - {item}" for item in items)]
+    return "\n".join(lines)
+
+
+def to_json(facts: Facts, advice: Advice) -> dict[str, Any]:
+    body = asdict(advice)
+    del body["findings"]
+    body["warnings"] = [{"code": w.code, "message": w.message} for w in advice.warnings]
+    body["missing"], body["notes"] = advice.missing, advice.notes
+    return {"schema": SCHEMA, "facts": asdict(facts), "advice": body}

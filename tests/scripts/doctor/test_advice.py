@@ -1,0 +1,175 @@
+"""ssm_conda.doctor.advice: the variant chosen, the commands printed, and advise end to end (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ssm_conda.doctor import advice as adv
+from ssm_conda.doctor.advice import advise
+from ssm_conda.doctor.facts import EnvInfo, InstalledDist, NvccInfo
+from ssm_conda.doctor.report import render_text
+from ssm_conda.machine import DriverInfo
+from ssm_conda.matrix import load_variant_files
+from ssm_conda.paths import REPO_ROOT
+
+from tests.scripts.doctor.builders import (
+    B300,
+    CUDA129,
+    CUDA130,
+    FILES,
+    GB10,
+    conda_torch,
+    driver,
+    make_facts,
+    pip_torch,
+    variant,
+)
+
+PIXI_ENV = EnvInfo("pixi", "default", "/p/.pixi/envs/default", "/p/pixi.toml")
+
+
+# --- the variant ------------------------------------------------------------------------------
+
+
+def test_torch_cuda_decides_even_with_a_newer_driver() -> None:
+    vfile, reason = adv.choose_variant(make_facts(torch=conda_torch("2.12.1", "12.9")), FILES)
+    assert vfile is CUDA129 and "built with CUDA 12.9" in reason
+    assert adv.choose_variant(make_facts(torch=pip_torch("2.13.0+cu128", "12.8")), FILES)[0] is CUDA129
+
+
+def test_without_torch_the_driver_decides() -> None:
+    assert adv.choose_variant(make_facts(drv=driver(cuda="12.9")), FILES)[0] is CUDA129
+    assert adv.choose_variant(make_facts(drv=driver(cuda="13.1")), FILES)[0] is CUDA130
+    assert adv.choose_variant(make_facts(drv=driver(cuda="11.8")), FILES)[0] is CUDA129  # oldest: all too new
+    assert adv.choose_variant(make_facts(drv=DriverInfo(), override="12.9"), FILES)[0] is CUDA129
+    vfile, reason = adv.choose_variant(make_facts(drv=DriverInfo()), FILES)
+    assert vfile is CUDA130 and "newest CUDA packaged" in reason
+    assert adv.choose_variant(make_facts(), []) == (None, "")
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("caps", "vfile", "expected"),
+    [
+        ([], CUDA130, "all"),
+        (["9.0"], CUDA130, "native"),
+        (["10.3"], CUDA129, "native"),  # nvcc 12.9 builds sm_103 correctly
+        (["10.3"], CUDA130, "10.0"),  # never sm_103 with nvcc 13 (#105): sm_100 code runs there
+        (["9.0", "10.3"], CUDA130, "9.0;10.0"),
+        (["8.6"], variant(cuda_arch_supported=["8.0;9.0"]), "8.0"),  # binary compatible within the major
+        (["12.1"], variant(cuda_arch_supported=["8.0;9.0"]), "9.0+PTX"),  # another major: PTX
+    ],
+)
+def test_build_arch_arg(caps: list[str], vfile, expected: str) -> None:
+    assert adv.build_arch_arg(caps, vfile) == expected
+
+
+def test_pixi_channel_is_prepended() -> None:
+    """pixi's strict channel priority: a channel appended after conda-forge is never used for causal-conv1d."""
+    facts = make_facts(torch=conda_torch(), env=PIXI_ENV)
+    install = advise(facts, FILES, channel="https://prefix.dev/my-channel", version="1.7.0").install
+    assert install == [
+        "pixi workspace channel add --prepend https://prefix.dev/my-channel",
+        'pixi add "causal-conv1d=1.7.0=cuda130_py312_torch213_*"',
+    ]
+    assert advise(facts, FILES, channel="conda-forge", version="1.7.0").install == [
+        'pixi add "causal-conv1d=1.7.0=cuda130*py312*"'  # conda-forge's naming; no channel to add
+    ]
+
+
+def test_conda_channels_come_before_conda_forge() -> None:
+    facts = make_facts(torch=conda_torch())
+    assert adv.install_commands(facts, "13.0", "b_*", "my-channel", "1.7.0", "3.12") == [
+        'conda install -c my-channel -c conda-forge "causal-conv1d=1.7.0=b_*"'
+    ]
+    no_driver = make_facts(drv=DriverInfo(), env=EnvInfo(None))
+    assert adv.install_commands(no_driver, "13.0", "b_*", "conda-forge", "1.7.0", "3.12") == [
+        'CONDA_OVERRIDE_CUDA=13.0 conda create -n causal-conv1d -c conda-forge python=3.12 "causal-conv1d=1.7.0=b_*"'
+    ]
+
+
+def test_a_pip_wheel_is_uninstalled_first() -> None:
+    facts = make_facts(torch=conda_torch(), wheel=InstalledDist("1.5.0.post8", "pip"))
+    assert adv.install_commands(facts, "13.0", "b_*", "c", "1.7.0", "3.12")[0] == (
+        "/opt/env/bin/python -m pip uninstall -y causal-conv1d"
+    )
+
+
+def test_local_channel_without_the_package_says_build_first(tmp_path: Path) -> None:
+    (tmp_path / "linux-64").mkdir()
+    (tmp_path / "linux-64" / "repodata.json").write_text("{}")
+    advice = advise(make_facts(torch=conda_torch()), FILES, str(tmp_path), "1.7.0")
+    assert advice.install[0] == f'conda install -c {tmp_path} -c conda-forge "causal-conv1d=1.7.0=cuda130_py312_torch213_*"'
+    assert any("build it first" in n for n in advice.notes)
+    (tmp_path / "linux-64" / "causal-conv1d-1.7.0-cuda130_py312_torch213_habc1234_0.conda").write_bytes(b"")
+    advice = advise(make_facts(torch=conda_torch()), FILES, str(tmp_path), "1.7.0")
+    assert not any("build it first" in n for n in advice.notes)
+
+
+# --- advise end to end ------------------------------------------------------------------------
+
+
+def test_h100_driver_580_torch_213_cu130_recommends_cuda130() -> None:
+    facts = make_facts(torch=conda_torch("2.13.0", "13.0"), nvcc=NvccInfo("/opt/env/bin/nvcc", "13.0"))
+    advice = advise(facts, FILES, channel="my-channel", version="1.7.0")
+    assert advice.cuda == "13.0" and advice.variant_file == "variants/cuda130.yaml"
+    assert advice.build_string == "cuda130_py312_torch213_*"
+    assert advice.install == ['conda install -c my-channel -c conda-forge "causal-conv1d=1.7.0=cuda130_py312_torch213_*"']
+    assert advice.build == ["ssm-conda build --cuda 13.0 --python 3.12 --torch 2.13 --arch native"]
+    assert advice.warnings == [] and advice.missing == []
+    text = render_text(facts, advice)
+    assert "Install:" in text and "NVIDIA H100 80GB HBM3, compute capability 9.0 (sm_90)" in text
+
+
+def test_h100_with_the_real_variant_files() -> None:
+    files = load_variant_files()
+    if "13.0" not in [f.cuda for f in files]:
+        pytest.skip("no CUDA 13.0 variant file")
+    assert advise(make_facts(torch=conda_torch("2.13.0", "13.0")), files).cuda == "13.0"
+
+
+def test_unpackaged_torch_minor_means_build() -> None:
+    facts = make_facts(torch=conda_torch("2.11.0", "13.0"))
+    advice = advise(facts, FILES)
+    assert advice.install == []
+    assert advice.build == ["ssm-conda build --cuda 13.0 --python 3.12 --torch 2.11 --arch native"]
+    assert "No package fits; build it:" in render_text(facts, advice)
+
+
+def test_gpu_no_package_covers_means_build() -> None:
+    lacking = variant(cuda_arch_list=["7.5;8.0;9.0;10.0"])
+    advice = advise(make_facts(drv=driver(gpus=[GB10]), torch=conda_torch()), [lacking])
+    assert "arch-not-packaged" in advice.codes and advice.install == []
+    assert advice.build[0].endswith("--arch native")
+
+
+def test_sm103_with_nvcc13_installs_and_builds_sm100() -> None:
+    facts = make_facts(drv=driver(gpus=[B300]), torch=conda_torch(), nvcc=NvccInfo("/usr/local/cuda/bin/nvcc", "13.0"))
+    advice = advise(facts, FILES)
+    assert "sm103-nvcc13" in advice.codes
+    assert advice.install  # the packaged sm_100 code runs on sm_103
+    assert advice.build[0].endswith("--arch 10.0")
+
+
+def test_stale_pip_wheel_and_pip_torch() -> None:
+    wheel = InstalledDist("1.7.0", "pip")
+    symbol = "ImportError: causal_conv1d_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    advice = advise(make_facts(torch=pip_torch(), wheel=wheel, extension_error=symbol), FILES)
+    assert {"pip-torch-in-conda-env", "extension-undefined-symbol"} <= set(advice.codes)
+    assert advice.install[0].endswith("-m pip uninstall -y causal-conv1d")
+
+
+def test_this_projects_pixi_env_gets_conda_create_and_a_note() -> None:
+    env = EnvInfo("pixi", "default", manifest=str(REPO_ROOT), this_project=True)
+    advice = advise(make_facts(torch=conda_torch(), env=env), FILES, "my-channel", "1.7.0")
+    assert advice.install[0].startswith("conda create -n causal-conv1d -c my-channel -c conda-forge python=3.12 ")
+    assert any("--interpreter" in n for n in advice.notes)
+
+
+def test_no_variant_files() -> None:
+    advice = advise(make_facts(torch=conda_torch()), [])
+    assert advice.cuda is None and advice.install == [] and advice.build == []
+    assert any("no variant files" in m for m in advice.missing)

@@ -1,0 +1,110 @@
+"""`ssm-conda doctor`: the real machine (whatever it has) in a subprocess, then injected facts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ssm_conda import cli
+from ssm_conda.doctor import command
+from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
+from ssm_conda.doctor.report import SCHEMA
+from ssm_conda.machine import DriverInfo
+from ssm_conda.matrix import load_variant_files
+from ssm_conda.paths import REPO_ROOT
+
+from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env
+
+ADVICE_KEYS = {"cuda", "variant_file", "python", "torch", "reason", "build_string", "install", "build", "warnings",
+               "missing", "notes"}
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    argv, env = cli.subcommand("doctor", *args)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
+
+
+def test_real_machine_exits_0_and_says_what_is_missing() -> None:
+    result = doctor()
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "NVIDIA driver" in out and "Python" in out and "torch" in out
+    assert "ssm-conda build --cuda " in out
+    facts = gather_facts(sys.executable, import_torch=False)
+    if facts.driver.version is None and facts.driver.cuda is None:
+        assert "NVIDIA driver  not found" in out
+        assert "NVIDIA driver: nvidia-smi not found" in out
+        assert "CONDA_OVERRIDE_CUDA=" in out  # no __cuda without a driver
+    if facts.interpreter.torch is None:
+        assert "torch: not installed" in out
+
+
+def test_real_machine_json_is_all_of_stdout() -> None:
+    result = doctor("--json", "-v")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)  # nothing else on stdout, even with -v
+    assert "driver facts from:" in result.stderr
+    assert data["schema"] == SCHEMA and set(data) == {"schema", "facts", "advice"}
+    assert set(data["facts"]) == {"driver", "interpreter", "env", "nvcc", "conda_override_cuda"}
+    assert set(data["facts"]["driver"]) == {"version", "cuda", "gpus", "sources", "errors"}
+    assert data["facts"]["interpreter"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert set(data["advice"]) == ADVICE_KEYS
+    assert data["advice"]["cuda"] in {f.cuda for f in load_variant_files()}
+    assert all(set(w) == {"code", "message"} for w in data["advice"]["warnings"])
+    assert all(isinstance(m, str) for m in data["advice"]["missing"] + data["advice"]["notes"])
+
+
+def test_no_gpu_no_driver_no_torch_injected(capsys: pytest.CaptureFixture[str]) -> None:
+    probes = Probes(
+        driver=lambda: DriverInfo(),
+        interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere"),
+        nvcc=lambda _env: None,
+        conda_records=lambda _prefix: {},
+        environ={},
+    )
+    assert command.run(cli.parse_args(["doctor", "--json"]), probes=probes) == 0
+    data = json.loads(capsys.readouterr().out)
+    missing = " ".join(data["advice"]["missing"])
+    assert "NVIDIA driver" in missing and "torch: not installed" in missing and "nvcc" in missing
+    newest = max((f.cuda for f in load_variant_files()), key=lambda v: tuple(map(int, v.split("."))))
+    assert data["advice"]["cuda"] == newest
+    assert data["advice"]["install"][0].startswith(f"CONDA_OVERRIDE_CUDA={newest} conda create")
+
+
+def test_stale_pip_wheel_in_a_probed_subprocess(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wrapper = fake_env(tmp_path, FAKE_TORCH)
+    probes = Probes(driver=lambda: driver(), nvcc=lambda _env: None, environ={})
+    assert command.run(cli.parse_args(["doctor", "--interpreter", str(wrapper), "--json"]), probes=probes) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["facts"]["interpreter"]["causal_conv1d"]["version"] == "1.5.0.post8+cu12torch2.6cxx11abiTRUE"
+    codes = [w["code"] for w in data["advice"]["warnings"]]
+    assert "pip-wheel-mismatch" in codes and "extension-undefined-symbol" in codes
+    assert data["advice"]["cuda"] == "13.0"
+
+
+def test_bad_interpreter_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["doctor", "--interpreter", "/no/such/python"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "'/no/such/python': no such file" in captured.err
+
+
+def test_bad_variants_dir_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["doctor", "--variants-dir", str(tmp_path / "none")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no such directory" in captured.err
+
+
+def test_help_names_the_options() -> None:
+    result = doctor("--help")
+    assert result.returncode == 0 and "--json" in result.stdout and "--interpreter" in result.stdout
+    assert "__cuda_arch" in result.stdout  # the module docstring is the description
+
+
+def test_package_version_reads_the_recipe(tmp_path: Path) -> None:
+    assert command.package_version() == command.package_version(REPO_ROOT / "recipe" / "recipe.yaml")
+    (tmp_path / "recipe.yaml").write_text("context:\n  version: 9.9.9\n")
+    assert command.package_version(tmp_path / "recipe.yaml") == "9.9.9"
+    assert command.package_version(tmp_path / "missing.yaml") == "1.7.0"

@@ -1,0 +1,114 @@
+"""ssm_conda.doctor.facts: the interpreter probe (real subprocesses of fake environments), env, nvcc."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ssm_conda.doctor import facts as doc
+from ssm_conda.doctor.facts import InstalledDist, InterpreterInfo, Probes, TorchInfo
+from ssm_conda.machine import DriverInfo
+from ssm_conda.paths import REPO_ROOT
+
+from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env, make_facts
+
+
+def test_probe_reads_torch_and_a_stale_wheel(tmp_path: Path) -> None:
+    info = doc.probe_interpreter(str(fake_env(tmp_path, FAKE_TORCH)))
+    assert info.version == ".".join(map(str, sys.version_info[:3])) and info.error is None
+    assert info.torch is not None
+    assert (info.torch.version, info.torch.cuda, info.torch.cxx11_abi) == ("2.13.0+cu130", "13.0", True)
+    assert info.torch.dist is not None and info.torch.dist.installer == "pip"
+    assert info.causal_conv1d is not None and info.causal_conv1d.wheel_tag == {
+        "cuda_major": "12", "torch": "2.6", "cxx11_abi": True,
+    }
+    assert info.extension_ok is False and "undefined symbol" in (info.extension_error or "")
+
+
+def test_probe_survives_a_segfaulting_torch(tmp_path: Path) -> None:
+    info = doc.probe_interpreter(str(fake_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")))
+    assert info.version == ".".join(map(str, sys.version_info[:3]))
+    assert info.torch is not None and "crashed" in (info.torch.import_error or "")
+
+
+def test_no_import_reads_metadata_only(tmp_path: Path) -> None:
+    wrapper = fake_env(tmp_path, "raise SystemExit('torch must not be imported')\n")
+    info = doc.probe_interpreter(str(wrapper), import_torch=False)
+    assert info.torch is not None and info.torch.version == "2.13.0+cu130" and info.torch.import_error is None
+
+
+def test_probe_of_something_that_is_not_python(tmp_path: Path) -> None:
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho 'not a python' >&2\nexit 3\n")
+    script.chmod(0o755)
+    info = doc.probe_interpreter(str(script))
+    assert info.error == f"could not run {script}: not a python" and info.torch is None
+
+
+def test_probe_output_survives_a_crashing_torch() -> None:
+    stdout = (
+        '@@doctor {"stage": "python", "version": "3.12.8", "executable": "/e/bin/python", "prefix": "/e"}\n'
+        '@@doctor {"stage": "dists", "torch": {"version": "2.13.0", "installer": "conda\\n", "direct_url": null},'
+        ' "causal_conv1d": null}\n'
+    )
+    info = doc.parse_probe_output("/e/bin/python", stdout, -11)
+    assert info.version == "3.12.8" and info.torch is not None
+    assert "signal 11" in (info.torch.import_error or "")
+    assert info.torch.dist is not None and info.torch.dist.installer == "conda"
+
+
+def test_env_detection() -> None:
+    pixi = doc.detect_env(
+        {"PIXI_PROJECT_ROOT": "/p", "PIXI_ENVIRONMENT_NAME": "cuda", "CONDA_PREFIX": "/p/.pixi/envs/cuda"}, None
+    )
+    assert (pixi.kind, pixi.name, pixi.prefix, pixi.this_project) == ("pixi", "cuda", "/p/.pixi/envs/cuda", False)
+    conda = doc.detect_env({"CONDA_PREFIX": "/opt/conda/envs/ml", "CONDA_DEFAULT_ENV": "ml"}, None)
+    assert (conda.kind, conda.name) == ("conda", "ml")
+    assert doc.detect_env({}, None).kind is None
+    assert doc.detect_env({"VIRTUAL_ENV": "/v/.venv"}, None).kind == "venv"
+    own = doc.detect_env({"PIXI_PROJECT_ROOT": str(REPO_ROOT), "PIXI_ENVIRONMENT_NAME": "default"}, None)
+    assert own.kind == "pixi" and own.this_project
+
+
+def test_active_conda_env_that_is_not_the_interpreters(tmp_path: Path) -> None:
+    assert doc.detect_env({"CONDA_PREFIX": "/opt/conda"}, str(tmp_path)).kind is None
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert doc.detect_env({"CONDA_PREFIX": "/opt/conda"}, str(tmp_path)).kind == "venv"
+
+
+def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    (meta / "pytorch-2.13.0-cuda130_generic_py312_h5a1b2c3_200.json").write_text("{}")
+    (meta / "causal-conv1d-1.7.0-cuda130_py312_torch213_h0123abc_0.json").write_text("{}")
+    assert doc.conda_records(str(tmp_path))["causal-conv1d"] == ("1.7.0", "cuda130_py312_torch213_h0123abc_0")
+    probes = Probes(
+        driver=lambda: driver(),
+        interpreter=lambda exe, _imp: InterpreterInfo(
+            exe, "3.12.8", str(tmp_path), torch=TorchInfo("2.13.0", "13.0", True, InstalledDist("2.13.0", "pip"))
+        ),
+        nvcc=lambda _env: None,
+        environ={"CONDA_PREFIX": str(tmp_path), "CONDA_OVERRIDE_CUDA": "12.9"},
+    )
+    facts = doc.gather_facts("/x/python", probes)
+    assert facts.interpreter.torch is not None and facts.interpreter.torch.dist is not None
+    assert facts.interpreter.torch.dist.conda_build == "cuda130_generic_py312_h5a1b2c3_200"
+    assert facts.interpreter.torch.dist.from_conda  # conda-meta wins over the INSTALLER file
+    assert facts.interpreter.causal_conv1d is not None
+    assert facts.interpreter.causal_conv1d.conda_build == "cuda130_py312_torch213_h0123abc_0"
+    assert facts.env.kind == "conda" and facts.conda_override_cuda == "12.9"
+
+
+def test_find_nvcc_prefers_cuda_home(tmp_path: Path) -> None:
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n")
+    nvcc.chmod(0o755)
+    found = doc.find_nvcc({"CUDA_HOME": str(tmp_path / "cuda")}, which=lambda _n: None)
+    assert found is not None and (found.version, found.path) == ("12.9", str(nvcc))
+
+
+def test_facts_driver_cuda_falls_back_to_the_override() -> None:
+    assert make_facts(override="12.9").driver_cuda == "13.0"  # the driver's own, when there is one
+    assert make_facts(drv=DriverInfo(), override="12.9").driver_cuda == "12.9"
+    assert make_facts(drv=DriverInfo()).driver_cuda is None
