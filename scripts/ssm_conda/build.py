@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import yaml
+from rattler_build.progress import ProgressCallback
 
 from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
@@ -100,7 +101,7 @@ def cache_hits(log: str) -> str:
     return f"{found[-1][1]}/{found[-1][0]}" if found else "-"
 
 
-class Progress:
+class Progress(ProgressCallback):
     """rattler-build progress callback.
 
     Every log line goes to a log file; the terminal gets the milestones (compile steps, test
@@ -140,12 +141,6 @@ class Progress:
     def on_download_start(self, event) -> None:  # noqa: ANN001
         if self.verbose:
             self._print(f"downloading {event.url}")
-
-    def on_download_progress(self, event) -> None:  # noqa: ANN001
-        pass
-
-    def on_download_complete(self, event) -> None:  # noqa: ANN001
-        pass
 
 
 def configure_compiler_cache(disabled: bool, output_dir: Path) -> None:

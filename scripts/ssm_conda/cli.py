@@ -60,24 +60,30 @@ def _verbose(parser: argparse.ArgumentParser, default: object) -> None:
                         help="more output (full logs, every step)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The whole command line; only the module of the subcommand named in argv is imported (a GPU
+    machine running `gpu-wheel` from a checkout has no rattler-build, and startup stays quick)."""
     parser = ArgumentParser(prog="ssm-conda", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     _verbose(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    wanted = next((a for a in argv if any(c.name == a for c in COMMANDS)), None)
     for command in COMMANDS:
-        module = importlib.import_module(command.module)
-        child = sub.add_parser(command.name, help=command.help, description=module.__doc__,
+        child = sub.add_parser(command.name, help=command.help,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         # SUPPRESS: a -v given before the command name is not reset by the subcommand's default
         _verbose(child, argparse.SUPPRESS)
-        getattr(module, command.configure)(child)
         child.set_defaults(_command=command)
+        if command.name == wanted:
+            module = importlib.import_module(command.module)
+            child.description = module.__doc__
+            getattr(module, command.configure)(child)
     return parser
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return build_parser(argv).parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

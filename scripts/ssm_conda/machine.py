@@ -15,8 +15,6 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from rattler import VirtualPackage, VirtualPackageOverrides
-
 from ssm_conda.archs import version_key
 
 CAP_RE = re.compile(r"\d+\.\d+")
@@ -77,7 +75,13 @@ def detect_cuda_virtual_packages(honour_overrides: bool = False) -> CudaVirtualP
     """__cuda and __cuda_arch of this machine, or CONDA_OVERRIDE_CUDA(_ARCH) with honour_overrides.
 
     VirtualPackage.detect() alone ignores the CONDA_OVERRIDE_* variables; from_env() applies them.
+    Without py-rattler (`gpu-wheel` on a GPU machine that runs the tooling from a checkout) nothing
+    is detected here, and nvidia-smi still answers.
     """
+    try:
+        from rattler import VirtualPackage, VirtualPackageOverrides
+    except ImportError:
+        return CudaVirtualPackages()
     overrides = VirtualPackageOverrides.from_env() if honour_overrides else VirtualPackageOverrides()
     found = {}
     for package in VirtualPackage.detect(overrides):

@@ -24,15 +24,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rattler_build.progress import ProgressCallback
 from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
+from ssm_conda.gpu_checks.verdict import judge
 from ssm_conda.machine import detect_compute_capabilities
 
 PACKAGE_NAME = "causal-conv1d"
-# Printed by recipe/tests/conftest.py at the end of a pytest run whose GPU tests did not run.
-SKIP_MARKER = "causal-conv1d GPU tests skipped:"
-REQUIRED_MARKER = "causal-conv1d GPU required but unusable:"
-PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")
 
 
 def cuda_version_of(depends: Sequence[str]) -> str | None:
@@ -56,38 +54,8 @@ def describe_test(test: object) -> str:
     return name
 
 
-def summarize_output(lines: Sequence[str]) -> str:
-    """The pytest summary line(s) of a test's output, or ''."""
-    summaries = []
-    for line in lines:
-        match = PYTEST_SUMMARY.match(line.strip())
-        if match:
-            summaries.append(match.group(1))
-    return "; ".join(summaries)
-
-
-def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool, str]:
-    """Pass/fail of one test from rattler-build's verdict and, when a GPU is required, its output."""
-    summary = summarize_output(lines)
-    skipped = next((ln.strip() for ln in lines if SKIP_MARKER in ln or REQUIRED_MARKER in ln), "")
-    if not success:
-        return False, summary or "failed (see the log)"
-    if require_gpu and skipped:
-        return False, skipped
-    return True, summary or "passed"
-
-
-class _Echo:
-    """Streams rattler-build's log lines when --verbose."""
-
-    def on_download_start(self, event) -> None:  # noqa: ANN001
-        pass
-
-    def on_download_progress(self, event) -> None:  # noqa: ANN001
-        pass
-
-    def on_download_complete(self, event) -> None:  # noqa: ANN001
-        pass
+class _Echo(ProgressCallback):
+    """Streams rattler-build's log lines when --verbose (downloads: the protocol's no-ops)."""
 
     def on_build_step(self, event) -> None:  # noqa: ANN001
         print(f"  [{event.step_name}] {event.message}", flush=True)

@@ -41,7 +41,7 @@ from pathlib import Path
 import yaml
 from ssm_conda.cli import subcommand
 from ssm_conda.console import PipelineError, UsageError, format_table, human_duration, human_size
-from ssm_conda.gpu_checks.packages import PYTEST_SUMMARY
+from ssm_conda.gpu_checks.verdict import PYTEST_SUMMARY
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.matrix import load_variant_files
 from ssm_conda.paths import RECIPE, RECIPE_DIR, REPO_ROOT

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from ssm_conda.gpu_checks import packages as gpu_test
+from ssm_conda.gpu_checks import verdict
 from ssm_conda.machine import detect_compute_capabilities
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,12 +67,12 @@ PYTEST_TAIL = [
 
 
 def test_judge():
-    assert gpu_test.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
-    assert gpu_test.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
-    ok, detail = gpu_test.judge(True, PYTEST_TAIL, require_gpu=True)
+    assert verdict.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
+    assert verdict.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
+    ok, detail = verdict.judge(True, PYTEST_TAIL, require_gpu=True)
     assert not ok and detail.startswith("causal-conv1d GPU tests skipped:")
-    assert gpu_test.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
-    assert gpu_test.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
+    assert verdict.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
+    assert verdict.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
 
 
 def test_cuda_version_of():

@@ -242,3 +242,13 @@ def test_defaults_name_no_machine_of_ours(monkeypatch):
     args = cli.parse_args(["gpu-wheel", "run"])
     assert args.out == REPO_ROOT / "gpu-wheel" / "results"
     assert args.source == REPO_ROOT / "gpu-wheel" / "causal-conv1d-src"
+
+
+def test_runs_without_rattler():
+    """A GPU machine runs gpu-wheel from a checkout, where neither py-rattler nor py-rattler-build is."""
+    code = ("import sys; sys.modules['rattler'] = sys.modules['rattler_build'] = None\n"
+            "from ssm_conda import cli, machine\n"
+            "assert cli.parse_args(['gpu-wheel', 'run', '--no-bench']).no_bench\n"
+            "assert machine.detect_cuda_virtual_packages().cuda is None\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
