@@ -34,7 +34,7 @@ COMMANDS = (
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
-    Command("standin", "ssm_conda.standin", "build the offline stand-in channel (conda-forge names, this "
+    Command("standin", "ssm_conda.standin.command", "build the offline stand-in channel (conda-forge names, this "
             "machine's binaries) for machines without conda-forge"),
     Command("gpu-test", "ssm_conda.gpu_checks.packages", "re-run built packages' test sections on this "
             "machine's GPU (rattler-build test)"),

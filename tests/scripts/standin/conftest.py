@@ -1,0 +1,64 @@
+"""A made-up machine for the stand-in's tests: wheels with real metadata, paths that need not exist."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from ssm_conda.standin import catalog
+from ssm_conda.standin.host import Machine
+from ssm_conda.standin.wheels import Wheel
+
+TORCH_REQUIRES = ("filelock", 'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
+                  'triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"')
+
+
+def make_wheel(directory: Path, filename: str, requires: tuple[str, ...] = (), requires_python: str | None = None,
+               console_scripts: tuple[str, ...] = ()) -> Path:
+    """A .whl whose dist-info says what a real one would (no payload)."""
+    name, version = filename.split("-")[:2]
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    meta += f"Requires-Python: {requires_python}\n" if requires_python else ""
+    meta += "".join(f"Requires-Dist: {req}\n" for req in requires)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / filename
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{name}-{version}.dist-info/METADATA", meta)
+        if console_scripts:
+            zf.writestr(f"{name}-{version}.dist-info/entry_points.txt",
+                        "[console_scripts]\n" + "".join(f"{s}\n" for s in console_scripts))
+    return path
+
+
+def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
+    torch = make_wheel(wheels, f"torch-2.14.1-cp{py_ver.replace('.', '')}-cp{py_ver.replace('.', '')}-manylinux_2_28_x86_64.whl",
+                       TORCH_REQUIRES)
+    m = Machine(Path("/p"), f"{py_ver}.7", py_ver, Path("/cuda"), "13.0.88", "13.0.96", "/usr/bin/gcc-12",
+                "/usr/bin/g++-12", "12.2.0", "2.36", ["/lib/libc.so.6"], ["/lib/libgcc_s.so.1"],
+                ["/lib/libstdc++.so.6"], "wheel", torch, "2.14.1", companions={"triton": "~=3.8.0"})
+    tag = f"cp{py_ver.replace('.', '')}"
+    for conda, pypi, _ in catalog.NOARCH_WHEELS:
+        scripts = ("pytest = pytest:console_main",) if conda == "pytest" else ()
+        requires = ("iniconfig>=1", "pluggy<2,>=1.5") if conda == "pytest" else ()
+        path = make_wheel(wheels, f"{pypi}-1.0-py3-none-any.whl", requires, ">=3.9", scripts)
+        m.wheels[conda] = Wheel(path, pypi, "1.0")
+    for conda, pypi, _ in (*catalog.BINARY_WHEELS, ("triton", "triton", "")):
+        m.wheels[conda] = Wheel(make_wheel(wheels, f"{pypi}-3.8.0-{tag}-{tag}-manylinux_2_28_x86_64.whl"), pypi, "3.8.0")
+    for tool, (pypi, _license) in catalog.TOOL_WHEELS.items():
+        m.wheels[tool] = Wheel(make_wheel(wheels, f"{pypi.replace('-', '_')}-1.0-py3-none-manylinux_2_17_x86_64.whl"),
+                               pypi, "1.0")
+    for conda, pypi, _ in catalog.NVIDIA_LIBS:
+        name = pypi.format(major="13")
+        m.nvidia[conda] = Wheel(make_wheel(wheels, f"{name}-13.0.1-py3-none-manylinux_2_27_x86_64.whl"), name, "13.0.1")
+    return m
+
+
+@pytest.fixture
+def fake_machine(tmp_path) -> Machine:
+    return machine(tmp_path / "wheels")
+
+
+@pytest.fixture
+def wheel_maker():
+    return make_wheel

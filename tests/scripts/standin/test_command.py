@@ -1,0 +1,146 @@
+"""`ssm-conda standin`: bad input is one line and writes nothing; the wheel folders; the summary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ssm_conda import cli
+from ssm_conda.standin import command, repack
+from ssm_conda.standin.packages import StandIn
+
+HAS_PY_SHARED = bool(list(Path(sys.base_prefix, "lib").glob("libpython3*.so*")))
+needs_shared_python = pytest.mark.skipif(not HAS_PY_SHARED, reason="the running Python has no shared libpython")
+PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch) -> Path:
+    """Every test gets its own empty cache: no wheel, no channel from an earlier run."""
+    monkeypatch.setenv("CAUSAL_CONV1D_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def fake_cuda(root: Path, version: str = "13.0.88") -> Path:
+    """A directory that looks like a CUDA toolkit: an nvcc script printing its version, libcudart."""
+    (root / "bin").mkdir(parents=True)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V{version}'\n")
+    nvcc.chmod(0o755)
+    lib = root / "targets/x86_64-linux/lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudart.so.13").write_bytes(b"\x7fELF")
+    return root
+
+
+def run(argv: list[str], capsys) -> tuple[int, str]:
+    code = cli.main(["standin", *argv])
+    return code, capsys.readouterr().err
+
+
+@needs_shared_python
+def test_missing_torch_wheel(tmp_path, capsys):
+    out, empty = tmp_path / "channel", tmp_path / "empty"
+    empty.mkdir()
+    code, err = run(["--dir", str(out), "--cuda-home", str(fake_cuda(tmp_path / "cuda")),
+                     "--wheel-dir", str(empty), "--offline"], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "torch wheel" in err
+    assert not out.exists()
+
+
+@needs_shared_python
+def test_wheels_are_looked_for_in_the_cache_and_the_wheel_dirs_only(tmp_path, cache, capsys):
+    """Regression: the default list named /opt/pypi-more/files, a folder of the machine this was written on."""
+    code, err = run(["--dir", str(tmp_path / "c"), "--cuda-home", str(fake_cuda(tmp_path / "cuda")), "--offline"], capsys)
+    assert code == 2 and err == f"error: no torch wheel for {PY_TAG} in {cache / 'wheels'}; " \
+                                "pass --torch-wheel or --torch-installed\n"
+    extra = tmp_path / "more"
+    extra.mkdir()
+    code, err = run(["--dir", str(tmp_path / "c"), "--cuda-home", str(tmp_path / "cuda"), "--offline",
+                     "--wheel-dir", str(extra)], capsys)
+    assert code == 2 and f"in {extra}, {cache / 'wheels'};" in err
+
+
+@needs_shared_python
+def test_named_torch_wheel_missing(tmp_path, capsys):
+    out = tmp_path / "channel"
+    code, err = run(["--dir", str(out), "--cuda-home", str(fake_cuda(tmp_path / "cuda")),
+                     "--torch-wheel", str(tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")], capsys)
+    assert code == 2 and err.startswith("error: torch wheel not found") and err.count("\n") == 1
+    assert not out.exists()
+
+
+@needs_shared_python
+def test_missing_nvcc(tmp_path, capsys):
+    out = tmp_path / "channel"
+    code, err = run(["--dir", str(out), "--cuda-home", str(tmp_path / "nocuda")], capsys)
+    assert code == 2
+    assert err.startswith("error: no nvcc at ") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_python_without_shared_lib(tmp_path, capsys):
+    prefix = tmp_path / "py"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "lib").mkdir()
+    (prefix / "bin" / "python3.11").symlink_to(sys.executable)
+    out = tmp_path / "channel"
+    code, err = run(["--dir", str(out), "--python-prefix", str(prefix)], capsys)
+    assert code == 2 and "libpython" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--torch-wheel", "a.whl", "--torch-installed", "x"], "error: --torch-wheel and --torch-installed exclude each other\n"),
+    (["--rebuild", "pytorch,nmupy"], "error: --rebuild: unknown package nmupy; accepted: "),
+    (["--wheel-dir", "/no/such/folder"], "error: --wheel-dir /no/such/folder: no such folder\n"),
+    (["--threads", "0"], "error: --threads 0: must be at least 1\n"),
+    (["--output", "x"], "error: ssm-conda: unrecognized arguments: --output x\n"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):
+    code, err = run(["--dir", str(tmp_path / "c"), *argv], capsys)
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1
+    assert not (tmp_path / "c").exists()
+
+
+def test_default_dir_is_in_the_cache(cache):
+    args = cli.parse_args(["standin"])
+    assert args.dir is None and command.default_dir() == cache / "standin" and args.wheel_dir == []
+
+
+@needs_shared_python
+def test_cli_runs_as_a_module(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-m", "ssm_conda", "standin", "--dir", str(tmp_path / "c"),
+         "--cuda-home", str(tmp_path / "nocuda")],
+        capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: no nvcc at ") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "c").exists()
+
+
+def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, capsys):
+    """The whole command on a made-up machine with one stand-in: default --dir, index, summary table."""
+    seen = {}
+
+    def discover(args, dirs, download_dir):
+        seen.update(dirs=dirs, download_dir=download_dir)
+        return fake_machine
+
+    monkeypatch.setattr(command, "discover", discover)
+    monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
+    assert cli.main(["standin", "--offline"]) == 0
+    out = capsys.readouterr().out
+    channel = cache / "standin"
+    assert seen == {"dirs": [cache / "wheels"], "download_dir": cache / "wheels"}
+    assert (channel / "linux-64" / "repodata.json").is_file() and (channel / "standin-variants.yaml").is_file()
+    assert "[1/1] python_abi 3.11 8_cp311: building ..." in out
+    table = out[out.index("stand-in packages for python 3.11"):]
+    assert table.splitlines()[1].split() == ["package", "variant", "result", "time", "size", "detail"]
+    assert table.splitlines()[2].split()[:4] == ["python_abi", "3.11", "8_cp311", "built"]
+    assert f"channel: {channel.as_uri()} (1 packages for python 3.11" in out

@@ -1,0 +1,74 @@
+"""The stand-ins and their recipes: every template renders with rattler-build, lists filled in."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ssm_conda.standin import catalog, packages
+from ssm_conda.standin.wheels import Wheel
+
+
+def by_key(fake_machine) -> dict[str, packages.StandIn]:
+    return {s.key: s for s in packages.standins(fake_machine)}
+
+
+def test_every_catalog_name_is_a_standin_and_back(fake_machine):
+    """--rebuild accepts exactly the stand-ins' names."""
+    assert set(by_key(fake_machine)) == catalog.all_names()
+    assert len(packages.standins(fake_machine)) == len(catalog.all_names()) == 47
+
+
+def test_build_order_puts_python_first_and_pytorch_last(fake_machine):
+    keys = [s.key for s in packages.standins(fake_machine)]
+    assert keys[:2] == ["python", "python_abi"] and keys[-1] == "pytorch"
+    assert keys.index("libnvjitlink") < keys.index("libcusparse") < keys.index("libcusolver")
+
+
+def test_run_requirements_come_from_the_wheels(fake_machine):
+    standins = by_key(fake_machine)
+    assert standins["pytest"].run == ["python >=3.9", "iniconfig >=1", "pluggy >=1.5,<2"]
+    assert standins["pytest"].entry_points == ["pytest = pytest:console_main"]
+    assert standins["numpy"].run == ["python"]  # binary: python_abi ties it to its Python, not Requires-Python
+    assert standins["pip"].host == ["python"]
+    assert standins["libcusolver"].run == ["cuda-version >=13,<14", "libcublas", "libcusparse", "libnvjitlink"]
+    torch = standins["pytorch"]
+    assert torch.run[-1] == "triton >=3.8.0,<3.9.0a0" and "nccl" in torch.run and "cuda-cudart" in torch.run
+    assert torch.context["version_xy_next"] == "2.15.0a0" and torch.context["cuda_mm"] == "13.0"
+
+
+def test_wheel_context_carries_library_list(tmp_path):
+    wheel = Wheel(tmp_path, "nvidia-nvtx", "13.0.85", ("nvidia/cu13/lib/libnvtx3interop.so.1",))
+    ctx = packages.wheel_context(wheel, "cuda-nvtx")
+    assert ctx["lib_files"] == "nvidia/cu13/lib/libnvtx3interop.so.1" and ctx["version"] == "13.0.85"
+
+
+def test_written_recipe_has_the_lists_and_helpers(fake_machine, tmp_path):
+    standin = by_key(fake_machine)["gxx_linux-64"]
+    path = packages.write_recipe(standin, tmp_path / "gxx")
+    recipe = yaml.safe_load(path.read_text())
+    assert recipe["requirements"]["run"] == ["gcc_linux-64 ==12.2.0"]
+    assert recipe["requirements"]["run_exports"]["strong"] == ["libstdcxx >=12"]
+    assert (tmp_path / "gxx" / "activate-gxx.sh").is_file() and (tmp_path / "gxx" / "rewrite_torch_metadata.py").is_file()
+    assert "content: |" in path.read_text()  # the build script stays a readable block
+
+
+def test_every_standin_renders(fake_machine, tmp_path):
+    """Each template, with its context, renders to the conda-forge name and a version (the build
+    runs only in the end-to-end test)."""
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
+
+    variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [fake_machine.py_ver]}))
+    for standin in packages.standins(fake_machine):
+        recipe_path = packages.write_recipe(standin, tmp_path / standin.key)
+        render = RenderConfig(PlatformConfig(target_platform="linux-64"),
+                              extra_context={k: str(v) for k, v in standin.context.items()})
+        rendered = Stage0Recipe.from_file(recipe_path).render(variants, render)[0].recipe
+        assert rendered.package.name == standin.key, standin.key
+        assert str(rendered.package.version), standin.key
+        python_tagged = standin.key in ("numpy", "markupsafe", "triton", "pytorch")
+        assert ("py311" in rendered.build.string) is python_tagged, (standin.key, rendered.build.string)
+
+
+@pytest.mark.parametrize("template", sorted(p.name for p in packages.RECIPES_DIR.glob("*.yaml")))
+def test_every_template_is_used(fake_machine, template):
+    assert template in {s.template for s in packages.standins(fake_machine)}
