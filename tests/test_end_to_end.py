@@ -80,7 +80,11 @@ def python_b() -> tuple[str, Path]:
 def standin(python_b) -> Path:
     """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
-    standin_command = (sys.executable, "-m", "ssm_conda", "standin", "--dir", str(channel))
+    # CAUSAL_CONV1D_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
+    # so the stand-in is repacked from them instead of downloading about 1 GB from PyPI.
+    wheel_dirs = [d for d in os.environ.get("CAUSAL_CONV1D_WHEEL_DIRS", "").split(os.pathsep) if d]
+    standin_command = (sys.executable, "-m", "ssm_conda", "standin", "--dir", str(channel),
+                       *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
     run(*standin_command)
     run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH)
     return channel

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from rattler_build.progress import ProgressCallback
 
 from ssm_conda.console import Outcome, PipelineError, human_duration, human_size
 from ssm_conda.standin.host import Machine
@@ -37,7 +38,7 @@ LOGS_DIR = ".logs"  # a failed build's log, outside the served subdirs
 Log = Callable[[str], None]
 
 
-class BuildLog:
+class BuildLog(ProgressCallback):
     """rattler-build's progress callback for one stand-in: its log kept for a failure's message,
     printed as it comes with --verbose."""
 
@@ -53,15 +54,6 @@ class BuildLog:
     def on_build_step(self, event) -> None:  # noqa: ANN001
         if self.verbose:
             self.log(f"    {event.message or event.step_name}")
-
-    def on_download_start(self, event) -> None:  # noqa: ANN001
-        pass
-
-    def on_download_progress(self, event) -> None:  # noqa: ANN001
-        pass
-
-    def on_download_complete(self, event) -> None:  # noqa: ANN001
-        pass
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
