@@ -32,7 +32,7 @@ COMMANDS = (
             "configure_plan", "run_plan"),
     Command("build", "ssm_conda.build", "build the selected variants into the output channel"),
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
-    Command("upload", "ssm_conda.upload", "upload the output channel's packages to prefix.dev, anaconda.org, "
+    Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
     Command("standin", "ssm_conda.standin.command", "build the offline stand-in channel (conda-forge names, this "
             "machine's binaries) for machines without conda-forge"),

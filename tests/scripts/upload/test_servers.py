@@ -1,4 +1,5 @@
-"""scripts/upload.py against real servers on loopback: Quetz (dev mode) and moto's S3 server.
+"""`ssm-conda upload` against real servers on loopback: Quetz (dev mode) and moto's S3 server,
+with the real py-rattler-build (no mocks).
 
 The tests start the servers themselves and stop them afterwards. Quetz lives in its own venv
 (its pins clash with ours); where it is missing the tests fail with the commands that install it,
@@ -21,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from ssm_conda import upload
+from ssm_conda import cli
 from ssm_conda.paths import cache_dir
 
 pytestmark = pytest.mark.servers
@@ -117,11 +118,11 @@ def install_from(channel_url: str, prefix: Path, cache: Path, spec: str) -> list
     return [f"{r.name.normalized}={r.version}" for r in records]
 
 
-def cli(monkeypatch, args: list[str], env: dict[str, str]) -> int:
+def upload(monkeypatch, args: list[str], env: dict[str, str]) -> int:
     """Run the CLI as a user would (errors become one line on stderr and an exit status)."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return upload.run_cli(upload.main, args)
+    return cli.main(["upload", *args])
 
 
 def get_json(url: str, headers: dict[str, str] | None = None) -> dict:
@@ -136,7 +137,7 @@ def listed(repodata: dict) -> set[str]:
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("probes")
-    return {v: build_probe(tmp, tmp / "out", v) for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0")}
+    return {v: build_probe(tmp, tmp / "out", v) for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0")}
 
 
 # ------------------------------------------------------------------------------------- Quetz
@@ -197,7 +198,7 @@ def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
     channel = channel_with(tmp_path, [pkg], "out")
     env = {"QUETZ_API_KEY": quetz["key"]}
 
-    assert cli(monkeypatch, quetz_args(quetz, channel), env) == 0
+    assert upload(monkeypatch, quetz_args(quetz, channel), env) == 0
     out = capsys.readouterr().out
     assert re.search(rf"{re.escape(pkg.name)}\s.*uploaded", out), out
     assert quetz["key"] not in out
@@ -210,13 +211,13 @@ def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
 
     # a second upload is refused without --skip-existing ...
     before = get_json(f"{quetz['url']}/get/{quetz['channel']}/noarch/repodata.json")
-    assert cli(monkeypatch, quetz_args(quetz, channel), env) == 1
+    assert upload(monkeypatch, quetz_args(quetz, channel), env) == 1
     captured = capsys.readouterr()
     assert "already in" in captured.err and "--skip-existing" in captured.err
     assert re.search(rf"{re.escape(pkg.name)}\s.*exists", captured.out)
 
     # ... and is a no-op with it
-    assert cli(monkeypatch, quetz_args(quetz, channel, "--skip-existing"), env) == 0
+    assert upload(monkeypatch, quetz_args(quetz, channel, "--skip-existing"), env) == 0
     out = capsys.readouterr().out
     assert re.search(rf"{re.escape(pkg.name)}\s.*skipped", out) and "0 uploaded, 1 skipped" in out
     after = get_json(f"{quetz['url']}/get/{quetz['channel']}/noarch/repodata.json")
@@ -228,7 +229,7 @@ def test_quetz_wrong_key_uploads_nothing(quetz, probes, tmp_path, capsys, monkey
     pkg = probes["0.2.0"]
     channel = channel_with(tmp_path, [pkg], "out")
     wrong = "0123456789abcdef0123456789abcdef"
-    assert cli(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": wrong}) == 1
+    assert upload(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": wrong}) == 1
     captured = capsys.readouterr()
     assert "rejected the credentials" in captured.err
     assert len(captured.err.strip().splitlines()) == 1
@@ -240,7 +241,7 @@ def test_quetz_invalid_archive_stops_everything(quetz, probes, tmp_path, capsys,
     good = probes["0.3.0"]
     channel = channel_with(tmp_path, [good], "out")
     (channel / "noarch" / f"{PROBE}-0.3.1-h0000000_0.conda").write_bytes(b"this is not a zip file")
-    assert cli(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": quetz["key"]}) == 1
+    assert upload(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": quetz["key"]}) == 1
     captured = capsys.readouterr()
     assert "not a valid .conda archive" in captured.err and "nothing was uploaded" in captured.err
     assert good.name not in quetz_repodata(quetz)
@@ -249,9 +250,46 @@ def test_quetz_invalid_archive_stops_everything(quetz, probes, tmp_path, capsys,
 def test_quetz_missing_channel_is_one_line(quetz, probes, tmp_path, capsys, monkeypatch):
     channel = channel_with(tmp_path, [probes["0.4.0"]], "out")
     args = ["quetz", "--url", quetz["url"], "--channel", "nope", "--output-dir", str(channel)]
-    assert cli(monkeypatch, args, {"QUETZ_API_KEY": quetz["key"]}) == 1
+    assert upload(monkeypatch, args, {"QUETZ_API_KEY": quetz["key"]}) == 1
     err = capsys.readouterr().err
     assert err.strip() == f"error: quetz channel 'nope' does not exist at {quetz['url']} (create it first)"
+
+
+def test_quetz_user_logged_in_with_rattler_build(quetz, probes, tmp_path, capsys, monkeypatch):
+    """No key in the environment: rattler-build finds the one `rattler-build auth login` stored
+    (~/.rattler/credentials.json when there is no keyring; HOME is a temporary directory here)."""
+    pkg = probes["0.5.0"]
+    credentials = Path.home() / ".rattler" / "credentials.json"
+    credentials.parent.mkdir(parents=True, exist_ok=True)
+    credentials.write_text(json.dumps({"127.0.0.1": {"CondaToken": quetz["key"]}}))
+    assert upload(monkeypatch, quetz_args(quetz, channel_with(tmp_path, [pkg], "out")), {}) == 0
+    out = capsys.readouterr().out
+    assert "with rattler-build's auth storage" in out and quetz["key"] not in out
+    assert pkg.name in quetz_repodata(quetz)
+
+
+def test_quetz_key_from_the_auth_file(quetz, probes, tmp_path, capsys, monkeypatch):
+    pkg = probes["0.6.0"]
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"*.example.org": {"CondaToken": "not-this-one"}, "127.0.0.1": {"CondaToken": quetz["key"]}}))
+    channel = channel_with(tmp_path, [pkg], "out")
+    assert upload(monkeypatch, quetz_args(quetz, channel), {"RATTLER_AUTH_FILE": str(auth)}) == 0
+    out = capsys.readouterr().out
+    assert "with $RATTLER_AUTH_FILE[127.0.0.1] (****)" in out and quetz["key"] not in out
+    assert pkg.name in quetz_repodata(quetz)
+
+
+def test_quetz_refused_stored_key_says_how_to_log_in(quetz, probes, tmp_path, capsys, monkeypatch):
+    pkg = probes["0.7.0"]
+    wrong = "fedcba9876543210fedcba9876543210"
+    credentials = Path.home() / ".rattler" / "credentials.json"
+    credentials.parent.mkdir(parents=True, exist_ok=True)
+    credentials.write_text(json.dumps({"127.0.0.1": {"CondaToken": wrong}}))
+    assert upload(monkeypatch, quetz_args(quetz, channel_with(tmp_path, [pkg], "out")), {}) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "log in with `rattler-build auth login 127.0.0.1 --conda-token TOKEN`" in err, err
+    assert pkg.name not in quetz_repodata(quetz)
 
 
 # ---------------------------------------------------------------------------------------- S3
@@ -300,7 +338,7 @@ def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
     pkg = probes["0.1.0"]
     channel = channel_with(tmp_path, [pkg], "out")
 
-    assert cli(monkeypatch, s3_args(moto, channel), S3_ENV) == 0
+    assert upload(monkeypatch, s3_args(moto, channel), S3_ENV) == 0
     out = capsys.readouterr().out
     assert re.search(rf"{re.escape(pkg.name)}\s.*uploaded", out), out
     assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in out
@@ -313,9 +351,9 @@ def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
     assert (prefix / "share" / PROBE / "hello.txt").read_text().strip() == "probe 0.1.0"
 
     # re-runs: refused without --skip-existing, a no-op with it
-    assert cli(monkeypatch, s3_args(moto, channel), S3_ENV) == 1
+    assert upload(monkeypatch, s3_args(moto, channel), S3_ENV) == 1
     assert "already in" in capsys.readouterr().err
-    assert cli(monkeypatch, s3_args(moto, channel, "--skip-existing"), S3_ENV) == 0
+    assert upload(monkeypatch, s3_args(moto, channel, "--skip-existing"), S3_ENV) == 0
     assert "0 uploaded, 1 skipped" in capsys.readouterr().out
 
 
@@ -323,6 +361,6 @@ def test_s3_missing_bucket_is_one_line(moto, probes, tmp_path, capsys, monkeypat
     channel = channel_with(tmp_path, [probes["0.2.0"]], "out")
     args = s3_args(moto, channel)
     args[args.index("--channel") + 1] = "s3://no-such-bucket/channel"
-    assert cli(monkeypatch, args, S3_ENV) == 1
+    assert upload(monkeypatch, args, S3_ENV) == 1
     err = capsys.readouterr().err
     assert err.strip() == f"error: S3 bucket 'no-such-bucket' does not exist at {moto['url']}"

@@ -1,0 +1,135 @@
+"""Fixtures of the upload tests: small real packages named like ours, a local channel, and a fake
+server whose py-rattler-build functions are bound to the real signatures."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import rattler_build
+from ssm_conda import cli
+from ssm_conda.sources import sha256_of
+from ssm_conda.upload import targets
+
+VARIANTS = [("130", "312", "213"), ("129", "312", "213"), ("130", "311", "212")]
+CREDENTIAL_ENV = ("PREFIX_API_KEY", "ANACONDA_API_KEY", "QUETZ_API_KEY", "ARTIFACTORY_TOKEN", "RATTLER_AUTH_FILE",
+                  "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+                  "ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+UPLOAD_FUNCTIONS = ("upload_package_to_prefix", "upload_package_to_anaconda", "upload_package_to_artifactory",
+                    "upload_package_to_quetz")
+
+
+def build_fake(recipe_root: Path, out: Path, cuda: str, py: str, torch: str) -> Path:
+    """A tiny real package named like ours, with the recipe's build-string scheme."""
+    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+
+    empty = recipe_root / "empty" / "noarch"
+    empty.mkdir(parents=True, exist_ok=True)
+    (empty / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
+    recipe = f"""
+package:
+  name: causal-conv1d
+  version: "1.7.0"
+build:
+  number: 0
+  noarch: generic
+  string: cuda{cuda}_py{py}_torch{torch}_h${{{{ hash }}}}_0
+  script:
+    - mkdir -p $PREFIX/share/fake && echo {cuda}{py}{torch} > $PREFIX/share/fake/id.txt
+"""
+    stage0 = Stage0Recipe.from_yaml(recipe, recipe_dir=recipe_root / f"r{cuda}{py}{torch}")
+    result = stage0.run_build(VariantConfig(), ToolConfiguration(), output_dir=out,
+                              channels=[empty.parent.as_uri()], no_build_id=True)
+    return Path(result[0].packages[0])
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("fakes")
+    return [build_fake(root, root / "out", *v) for v in VARIANTS]
+
+
+@pytest.fixture
+def channel(built, tmp_path) -> Path:
+    out = tmp_path / "output"
+    (out / "noarch").mkdir(parents=True)
+    (out / "linux-64").mkdir()
+    for pkg in built:
+        shutil.copy2(pkg, out / "noarch" / pkg.name)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path_factory) -> None:
+    """No credential of this machine's user: not from the environment, nor from ~/.rattler."""
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+
+
+class FakeServer:
+    """Stands in for the HTTP reads and for py-rattler-build's upload functions.
+
+    The functions are autospecs of the real ones: a call that does not bind to the real signature
+    raises TypeError. `calls` holds (function, bound arguments) of real uploads; a call without
+    files is rattler-build being asked whether its auth storage has a credential (`probes`),
+    answered by `stored`.
+    """
+
+    def __init__(self, monkeypatch, present=(), fail_upload: Callable[[str], bool] | None = None,
+                 stored: bool = False, error: str = "Server responded with error: 500 Internal Server Error",
+                 lists_uploads: bool = True):
+        self.listed: dict[str, dict] = {name: {"sha256": ""} for name in present}
+        self.calls: list[tuple[str, dict]] = []
+        self.probes: list[tuple[str, dict]] = []
+        self.urls: list[tuple[str, dict]] = []
+        self.fail_upload = fail_upload
+        self.stored = stored
+        self.error = error
+        self.lists_uploads = lists_uploads
+        monkeypatch.setattr(targets, "http_get_json", self.get)
+        for fn in UPLOAD_FUNCTIONS:
+            real = getattr(rattler_build, fn)
+            monkeypatch.setattr(rattler_build, fn, mock.create_autospec(real, side_effect=self._recorder(fn, real)))
+
+    def get(self, url, headers=None, what="server"):
+        self.urls.append((url, dict(headers or {})))
+        if url.endswith("repodata.json"):
+            return {"packages": {}, "packages.conda": dict(self.listed)}
+        return []
+
+    def _recorder(self, fn: str, real: Callable) -> Callable:
+        def record(*args, **kwargs):
+            call = inspect.signature(real).bind(*args, **kwargs).arguments
+            (self.calls if call["package_files"] else self.probes).append((fn, call))
+            key = call.get("api_key", call.get("token"))
+            if key is None and call.get("auth_file") is None and not self.stored:
+                raise rattler_build.RattlerBuildError("No api key was given and none was found in the keychain / auth file")
+            if not call["package_files"]:
+                return
+            if self.fail_upload and self.fail_upload(Path(call["package_files"][0]).name):
+                raise rattler_build.UploadError(self.error)
+            for f in call["package_files"] if self.lists_uploads else ():
+                self.listed[Path(f).name] = {"sha256": sha256_of(Path(f))}
+        return record
+
+
+@pytest.fixture
+def fake_server(monkeypatch) -> Callable[..., FakeServer]:
+    return lambda **kwargs: FakeServer(monkeypatch, **kwargs)
+
+
+@pytest.fixture
+def upload_cli(monkeypatch) -> Callable[..., int]:
+    """`ssm-conda upload ARGS` with these credentials in the environment; returns the exit status."""
+
+    def run(args: list[str], env: dict[str, str] | None = None) -> int:
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        return cli.main(["upload", *args])
+
+    return run

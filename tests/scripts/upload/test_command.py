@@ -1,0 +1,170 @@
+"""`ssm-conda upload`'s command line and run, against the fake server (no network)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ssm_conda import cli
+
+ACCEPTED = "accepted: prefix, anaconda, quetz, artifactory, s3"
+QUETZ = ["quetz", "--url", "http://q.example", "--channel", "c"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ftp"], f"unknown target 'ftp'; {ACCEPTED}"),
+        ([], f"name a target; {ACCEPTED}"),
+        (["--dry-run"], f"name a target; {ACCEPTED}"),
+        (["prefix"], "the following arguments are required: --channel"),
+        ([*QUETZ, "--api-key", "k"], "--api-key is not accepted"),
+        ([*QUETZ, "--frobnicate"], "unknown option --frobnicate (value not shown); accepted: --help, --url, --channel"),
+        (["prefix", "--channel", "c", "--cuda", "11.8"], "unknown CUDA version '11.8'; accepted: 12.9, 13.0"),
+        (["prefix", "--channel", "c", "--python", "three"], "unknown Python version 'three'"),
+        (["s3", "--channel", "https://bucket/x", "--region", "r"], "--channel for s3 must look like s3://"),
+        (["s3", "--channel", "s3://bucket/x"], "s3 needs --region"),
+    ],
+)
+def test_usage_errors_are_one_line(upload_cli, capsys, channel, args, message):
+    assert upload_cli([*args, "--output-dir", str(channel)] if args and args != ["--dry-run"] else args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [*QUETZ, "--api-kye=SECRET-VALUE-1"],
+        [*QUETZ, "--api-kye", "SECRET-VALUE-1"],
+        [*QUETZ, "--token=SECRET-VALUE-1"],
+        [*QUETZ, "--token", "SECRET-VALUE-1"],
+        ["--token=SECRET-VALUE-1", *QUETZ],
+        ["--api-kye", "SECRET-VALUE-1", *QUETZ],
+        ["artifactory", "--url", "http://a.example", "--ch=SECRET-VALUE-1"],  # ambiguous abbreviation
+        [*QUETZ, "SECRET-VALUE-1"],
+    ],
+)
+def test_a_mistyped_secret_option_is_never_echoed(upload_cli, capsys, args):
+    """The old parser answered `unrecognized arguments: --api-kye=SECRET-VALUE-1`."""
+    assert upload_cli(args) == 2
+    err = capsys.readouterr().err
+    assert "SECRET-VALUE-1" not in err and len(err.strip().splitlines()) == 1, err
+    option = next((a.split("=")[0] for a in args if a.startswith(("--api-kye", "--token", "--ch="))), None)
+    assert option is None or option in err, err
+
+
+GLOBALS = [
+    (["--output-dir", "/somewhere"], "output_dir", "/somewhere"),
+    (["--dry-run"], "dry_run", True),
+    (["--skip-existing"], "skip_existing", True),
+    (["--cuda", "13.0"], "cuda", "13.0"),
+    (["--python", "3.12"], "python", "3.12"),
+    (["--torch", "2.13"], "torch", "2.13"),
+    (["-v"], "verbose", True),
+    (["--verify-timeout", "7"], "verify_timeout", 7.0),
+    (["--no-verify"], "no_verify", True),
+]
+
+
+@pytest.mark.parametrize(("option", "dest", "value"), GLOBALS, ids=[g[1] for g in GLOBALS])
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_options_before_or_after_the_target(option, dest, value, where):
+    args = ["upload", *option, *QUETZ] if where == "before" else ["upload", *QUETZ, *option]
+    parsed = cli.parse_args(args)
+    assert getattr(parsed, dest) == value and parsed.target == "quetz"
+    defaults = cli.parse_args(["upload", *QUETZ])
+    others = {k: v for k, v in vars(defaults).items() if k not in (dest, "_command")}
+    assert {k: getattr(parsed, k) for k in others} == others
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_dry_run_either_side_of_the_target(upload_cli, fake_server, capsys, channel, where):
+    server = fake_server()
+    common = ["--dry-run", "--output-dir", str(channel)]
+    args = [*common, *QUETZ] if where == "before" else [*QUETZ, *common]
+    assert upload_cli(args) == 0
+    out = capsys.readouterr().out
+    assert "dry run: 3 package(s)" in out and "http://q.example/get/c/noarch/" in out
+    assert server.calls == [] and server.urls == []
+
+
+def test_dry_run_contacts_nothing(upload_cli, fake_server, capsys, channel, built):
+    server = fake_server()
+    assert upload_cli(["anaconda", "--owner", "me", "--dry-run", "--output-dir", str(channel)]) == 0
+    out = capsys.readouterr().out
+    assert server.calls == [] and server.urls == []
+    assert "dry run: 3 package(s)" in out and "none found" in out
+    for pkg in built:
+        assert f"https://conda.anaconda.org/me/noarch/{pkg.name}" in out
+
+
+def test_existing_package_refused_then_skipped(upload_cli, fake_server, capsys, channel, built):
+    server = fake_server(present=[built[0].name])
+    env = {"PREFIX_API_KEY": "pfx-secret-123"}
+    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)], env) == 1
+    captured = capsys.readouterr()
+    assert "1 package(s) already in" in captured.err and "--skip-existing" in captured.err
+    assert server.calls == []
+    assert re.search(rf"{re.escape(built[0].name)}\s.*exists", captured.out)
+
+    assert upload_cli(["--skip-existing", "prefix", "--channel", "c", "--output-dir", str(channel)], env) == 0
+    out = capsys.readouterr().out
+    assert len(server.calls) == 2 and built[0].name not in {Path(c["package_files"][0]).name for _, c in server.calls}
+    assert "done: 2 uploaded, 1 skipped" in out
+    assert server.calls[0][1]["skip_existing"] is True
+
+
+def test_failure_midway_reports_what_went(upload_cli, fake_server, capsys, channel, built):
+    order = sorted(p.name for p in built)
+    server = fake_server(fail_upload=lambda name: name == order[1])
+    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)], {"PREFIX_API_KEY": "pfx-secret-123"}) == 1
+    captured = capsys.readouterr()
+    assert len(server.calls) == 2
+    assert re.search(rf"{re.escape(order[0])}\s.*uploaded", captured.out)
+    assert re.search(rf"{re.escape(order[1])}\s.*failed\s.*Server responded with error: 500", captured.out)
+    assert re.search(rf"{re.escape(order[2])}\s.*not attempted", captured.out)
+    assert captured.err.strip() == (f"error: {order[1]}: Server responded with error: 500 Internal Server Error "
+                                    "(1 of 3 uploaded)")
+
+
+def test_not_served_within_the_bound(upload_cli, fake_server, capsys, channel):
+    fake_server(lists_uploads=False)
+    args = ["prefix", "--channel", "c", "--cuda", "12.9", "--verify-timeout", "0.2", "--output-dir", str(channel)]
+    assert upload_cli(args, {"PREFIX_API_KEY": "pfx-secret-123"}) == 1
+    captured = capsys.readouterr()
+    assert "uploaded but not listed in https://prefix.dev/c/noarch/repodata.json after 0s" in captured.err
+    assert "not served" in captured.out
+
+
+def test_secret_in_an_upload_error_is_masked(upload_cli, fake_server, capsys, channel):
+    server = fake_server(fail_upload=lambda name: True, error="401 Unauthorized\nwhile sending token pfx-leaky-secret")
+    args = ["prefix", "--channel", "c", "--cuda", "12.9", "--output-dir", str(channel)]
+    assert upload_cli(args, {"PREFIX_API_KEY": "pfx-leaky-secret"}) == 1
+    captured = capsys.readouterr()
+    assert "pfx-leaky-secret" not in captured.out + captured.err
+    assert "while sending token **** ($PREFIX_API_KEY was refused)" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and len(server.calls) == 1
+
+
+def test_unreachable_server_is_one_line(upload_cli, capsys, channel):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["quetz", "--url", f"http://127.0.0.1:{port}", "--channel", "c", "--output-dir", str(channel)]
+    assert upload_cli(args, {"QUETZ_API_KEY": "qz-secret-000"}) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot reach quetz at http://127.0.0.1:{port}/") and "refused" in err
+    assert len(err.strip().splitlines()) == 1 and "qz-secret-000" not in err
+
+
+def test_s3_unreachable_is_one_line(upload_cli, capsys, channel):
+    pytest.importorskip("boto3")
+    args = ["s3", "--channel", "s3://b/ch", "--endpoint-url", "http://127.0.0.1:9", "--region", "us-east-1",
+            "--addressing-style", "path", "--output-dir", str(channel)]
+    assert upload_cli(args, {"AWS_ACCESS_KEY_ID": "AKIAXX", "AWS_SECRET_ACCESS_KEY": "s3-secret-x"}) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot reach S3 at http://127.0.0.1:9") and len(err.strip().splitlines()) == 1

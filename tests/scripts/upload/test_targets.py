@@ -1,0 +1,164 @@
+"""What each server is sent: the py-rattler-build calls (bound to their real signatures) and the
+repodata reads, for prefix.dev, anaconda.org, Quetz and Artifactory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import rattler_build
+from ssm_conda.upload import targets
+
+
+def auth_file(tmp_path, data: dict) -> dict[str, str]:
+    path = tmp_path / "auth.json"
+    path.write_text(json.dumps(data))
+    return {"RATTLER_AUTH_FILE": str(path)}
+
+
+# -------------------------------------------------------------------------- the fake's binding
+
+
+def test_a_wrong_keyword_fails_the_run(upload_cli, fake_server, monkeypatch, channel):
+    """The mocks are autospecs: code calling py-rattler-build with a keyword it does not take
+    (here Artifactory's `token` for Quetz) fails the test instead of being recorded."""
+    fake_server()
+
+    def drifted(self, files, key, auth_file):
+        rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, token=key)
+
+    monkeypatch.setattr(targets.QuetzTarget, "rattler_upload", drifted)
+    args = ["quetz", "--url", "https://q.example", "--channel", "c", "--output-dir", str(channel)]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'token'"):
+        upload_cli(args, {"QUETZ_API_KEY": "qz-secret-1"})
+
+
+# -------------------------------------------------------------------------------------- prefix
+
+
+def test_prefix_upload_request(upload_cli, fake_server, capsys, channel):
+    server = fake_server()
+    args = ["prefix", "--channel", "my-chan", "--cuda", "13.0", "--output-dir", str(channel)]
+    assert upload_cli(args, {"PREFIX_API_KEY": "pfx-secret-123"}) == 0
+    assert [fn for fn, _ in server.calls] == ["upload_package_to_prefix"] * 2
+    call = server.calls[0][1]
+    assert len(call.pop("package_files")) == 1
+    assert call == {"url": "https://prefix.dev", "channels": "my-chan", "api_key": "pfx-secret-123",
+                    "auth_file": None, "skip_existing": False}
+    assert ("https://prefix.dev/my-chan/noarch/repodata.json", {"Authorization": "Bearer pfx-secret-123"}) in server.urls
+    out = capsys.readouterr().out
+    assert "pfx-secret-123" not in out and "$PREFIX_API_KEY (****)" in out
+    assert out.count("uploaded") >= 2 and "done: 2 uploaded, 0 skipped" in out
+
+
+def test_prefix_trusted_publishing_passes_no_key(upload_cli, fake_server, capsys, channel):
+    server = fake_server(stored=True)  # rattler-build does the OIDC exchange
+    env = {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.actions.example/x",
+           "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc-request-token"}
+    assert upload_cli(["prefix", "--channel", "c", "--torch", "2.12", "--output-dir", str(channel)], env) == 0
+    assert server.calls[0][1]["api_key"] is None and server.probes == []
+    out = capsys.readouterr().out
+    assert "trusted publishing" in out and "oidc-request-token" not in out
+
+
+def test_prefix_without_credentials(upload_cli, fake_server, capsys, channel):
+    server = fake_server()
+    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no credentials for prefix.dev: set PREFIX_API_KEY, or log in with "
+                          "`rattler-build auth login prefix.dev --token TOKEN`")
+    assert "trusted publishing" in err and len(err.strip().splitlines()) == 1
+    assert server.calls == [] and [fn for fn, _ in server.probes] == ["upload_package_to_prefix"]
+
+
+def test_prefix_token_from_auth_file(upload_cli, fake_server, capsys, channel, tmp_path):
+    server = fake_server()
+    env = auth_file(tmp_path, {"*.example.org": {"BearerToken": "other-token-xyz"},
+                               "*.prefix.dev": {"BearerToken": "from-auth-file-xyz"}})
+    args = ["prefix", "--channel", "c", "--url", "https://repo.prefix.dev", "--cuda", "12.9", "--output-dir", str(channel)]
+    assert upload_cli(args, env) == 0
+    call = server.calls[0][1]
+    assert call["api_key"] is None and call["auth_file"] == tmp_path / "auth.json"  # rattler-build reads the entry
+    assert ("https://repo.prefix.dev/c/noarch/repodata.json", {"Authorization": "Bearer from-auth-file-xyz"}) in server.urls
+    out = capsys.readouterr().out
+    assert "from-auth-file-xyz" not in out and "$RATTLER_AUTH_FILE[*.prefix.dev] (****)" in out
+    assert "*.example.org" not in out
+
+
+# --------------------------------------------------------------- logged in with rattler-build
+
+
+def test_logged_in_user_uploads_through_rattlers_storage(upload_cli, fake_server, capsys, channel):
+    """Keyring or ~/.rattler/credentials.json: no key in the environment is not "no credentials"."""
+    server = fake_server(stored=True)
+    args = ["quetz", "--url", "https://q.example", "--channel", "c", "--cuda", "12.9", "--output-dir", str(channel)]
+    assert upload_cli([*args, "--dry-run"]) == 0
+    assert "credentials: rattler-build's auth storage" in capsys.readouterr().out
+    assert upload_cli(args) == 0
+    assert [fn for fn, call in server.probes if call["api_key"] is None] == ["upload_package_to_quetz"] * 2
+    call = server.calls[0][1]
+    assert call["api_key"] is None and call["auth_file"] is None
+    assert "with rattler-build's auth storage" in capsys.readouterr().out
+
+
+def test_refused_stored_credential_says_how_to_log_in(upload_cli, fake_server, capsys, channel):
+    fake_server(stored=True, fail_upload=lambda name: True, error="Quetz responded with error: 401 Unauthorized")
+    args = ["quetz", "--url", "https://q.example", "--channel", "c", "--cuda", "12.9", "--output-dir", str(channel)]
+    assert upload_cli(args) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "401 Unauthorized; log in with `rattler-build auth login q.example --conda-token TOKEN`" in err
+    assert "or set QUETZ_API_KEY (0 of 1 uploaded)" in err
+
+
+# ------------------------------------------------------------------------------------ anaconda
+
+
+def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
+    server = fake_server()
+    args = ["anaconda", "--owner", "me", "--label", "dev", "--python", "3.11", "--output-dir", str(channel)]
+    assert upload_cli(args, {"ANACONDA_API_KEY": "ana-secret-456"}) == 0
+    fn, call = server.calls[0]
+    assert fn == "upload_package_to_anaconda" and len(call.pop("package_files")) == 1
+    assert call == {"owner": "me", "channel": ["dev"], "api_key": "ana-secret-456", "url": "https://api.anaconda.org",
+                    "force": False, "auth_file": None}
+    urls = [u for u, _ in server.urls]
+    assert urls[0] == "https://api.anaconda.org/user"
+    assert "https://conda.anaconda.org/me/label/dev/noarch/repodata.json" in urls
+    assert "ana-secret-456" not in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------- artifactory
+
+
+def test_artifactory_upload_request(upload_cli, fake_server, capsys, channel, tmp_path):
+    server = fake_server()
+    env = auth_file(tmp_path, {"art.example.com": {"BasicHTTP": {"username": "u", "password": "art-pass-789"}}})
+    args = ["artifactory", "--url", "https://art.example.com/artifactory", "--channel", "conda-local",
+            "--cuda", "12.9", "--output-dir", str(channel)]
+    assert upload_cli(args, env) == 0
+    fn, call = server.calls[0]
+    assert (fn, call["url"], call["channels"], call["token"], call["auth_file"]) == (
+        "upload_package_to_artifactory", "https://art.example.com/artifactory", "conda-local", None,
+        tmp_path / "auth.json")
+    assert ("https://art.example.com/artifactory/api/conda/conda-local/noarch/repodata.json",
+            {"Authorization": "Basic dTphcnQtcGFzcy03ODk="}) in server.urls
+    assert "art-pass-789" not in capsys.readouterr().out
+
+
+def test_artifactory_wrong_auth_kind_names_the_entry(upload_cli, fake_server, capsys, channel, tmp_path):
+    server = fake_server(stored=True)
+    env = auth_file(tmp_path, {"art.example.com": {"CondaToken": "nope-nope"}})
+    args = ["artifactory", "--url", "https://art.example.com/artifactory", "--channel", "x", "--output-dir", str(channel)]
+    assert upload_cli(args, env) == 1
+    err = capsys.readouterr().err
+    assert "no credentials for artifactory: set ARTIFACTORY_TOKEN" in err
+    assert "$RATTLER_AUTH_FILE[art.example.com] holds CondaToken, artifactory takes BearerToken/BasicHTTP" in err
+    assert server.calls == [] and server.probes == []
+
+
+def test_broken_auth_file(upload_cli, capsys, channel, tmp_path):
+    (tmp_path / "auth.json").write_text("{not json")
+    args = ["quetz", "--url", "http://127.0.0.1:9", "--channel", "c", "--output-dir", str(channel)]
+    assert upload_cli(args, {"RATTLER_AUTH_FILE": str(tmp_path / "auth.json")}) == 1
+    assert "is not a readable JSON file" in capsys.readouterr().err
