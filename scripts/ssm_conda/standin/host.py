@@ -180,12 +180,23 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
     return "wheel", wheel.path, Version(wheel.version).public
 
 
-def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
-    """{TORCH_COMPANIONS name: PEP 440 pin} that the torch being repacked (wheel or installed) requires."""
+def torch_requires(kind: str, src: Path, target: Target) -> dict[str, str]:
+    """{name: PEP 440 pin} of what the torch being repacked (wheel or installed) requires on the target."""
     source = src if kind == "wheel" else sorted(src.glob("torch-*.dist-info"))[-1]  # detect_torch checked it
-    return {canonicalize_name(req.name): str(req.specifier)
-            for req in applicable(read_metadata(source).requires, target)
-            if canonicalize_name(req.name) in TORCH_COMPANIONS}
+    return {canonicalize_name(req.name): str(req.specifier) for req in applicable(read_metadata(source).requires, target)}
+
+
+def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
+    """{TORCH_COMPANIONS name: PEP 440 pin} that the torch being repacked requires."""
+    return {name: pin for name, pin in torch_requires(kind, src, target).items() if name in TORCH_COMPANIONS}
+
+
+def nvidia_wheel(machine: Machine, dirs: Sequence[Path], pypi: str, target: Target) -> Wheel | None:
+    """An NVIDIA library wheel found in `dirs` (any version), or installed beside an installed torch."""
+    wheel = find_wheel(dirs, pypi, "", target)
+    if wheel is None and machine.torch_kind == "installed":
+        wheel = installed_nvidia(machine.torch_src, pypi)
+    return wheel
 
 
 def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -194,6 +205,27 @@ def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str]]:
     wanted += [(name, name, constraint) for name, constraint in companions.items()]
     wanted += [(tool, pypi, "") for tool, (pypi, _license) in TOOL_WHEELS.items()]
     return wanted
+
+
+def nvidia_wheels(machine: Machine, dirs: Sequence[Path], download_dir: Path, target: Target, offline: bool,
+                  verbose: bool = False) -> dict[str, Wheel]:
+    """{conda name: wheel} of NVIDIA's CUDA libraries torch links against. A wheel found in `dirs`
+    is taken at any version; a missing one is downloaded (unless offline) at the version the torch
+    wheel pins (torch 2.14.1: nvidia-cublas==13.1.1.3, ...)."""
+    nvidia = [(conda, pypi.format(major=machine.cuda_major)) for conda, pypi, _ in NVIDIA_LIBS]
+    pins = torch_requires(machine.torch_kind, machine.torch_src, target) if machine.torch_kind == "wheel" else {}
+    missing = [pypi + pins.get(canonicalize_name(pypi), "")
+               for _, pypi in nvidia if nvidia_wheel(machine, dirs, pypi, target) is None]
+    if missing and not offline:
+        pip_download(missing, download_dir, target, verbose)
+    found = {}
+    for conda, pypi in nvidia:
+        wheel = nvidia_wheel(machine, dirs, pypi, target)
+        if wheel is None:
+            raise UsageError(f"no {pypi} wheel (for {conda}) in {', '.join(map(str, dirs))}"
+                             f"{' (and --offline)' if offline else ''}")
+        found[conda] = wheel
+    return found
 
 
 def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path) -> Machine:
@@ -226,14 +258,7 @@ def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path)
             raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, dirs))}"
                              f"{' (and --offline)' if args.offline else ''}")
         machine.wheels[conda] = wheel
-    for conda, pypi, _ in NVIDIA_LIBS:
-        pypi = pypi.format(major=machine.cuda_major)
-        wheel = find_wheel(dirs, pypi, "", target)
-        if wheel is None and torch_kind == "installed":
-            wheel = installed_nvidia(torch_src, pypi)
-        if wheel is None:
-            raise UsageError(f"no {pypi} wheel (for {conda}) in {', '.join(map(str, dirs))}")
-        machine.nvidia[conda] = wheel
+    machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
     return machine
 
 

@@ -90,3 +90,33 @@ def test_machine_target_carries_the_full_python_version():
                      "/usr/bin/g++-12", "12.2.0", "2.36", [], [], [], "wheel", Path("/t.whl"), "2.14.1")
     assert m.target == Target("3.11", "2.36", "3.11.7") and m.target.tag == "cp311"
     assert (m.cuda_mm, m.cuda_major) == ("13.0", "13")
+
+
+def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypatch, wheel_maker):
+    """A fresh machine has no NVIDIA library wheels anywhere: they come from PyPI, pinned as torch asks."""
+    from ssm_conda.standin.catalog import NVIDIA_LIBS
+
+    from tests.scripts.standin.conftest import machine
+
+    m = machine(tmp_path / "given")
+    m.torch_src = wheel_maker(tmp_path / "torch", "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                              ('nvidia-cublas==13.1.1.3; platform_system == "Linux"',))
+    calls = []
+
+    def fake_download(names, dest, target, verbose):
+        calls.append(list(names))
+        for name in names:
+            pypi = name.split("=")[0]
+            wheel_maker(dest, f"{pypi}-13.1.1.3-py3-none-manylinux_2_27_x86_64.whl")
+
+    monkeypatch.setattr(host, "pip_download", fake_download)
+    cache = tmp_path / "cache"
+    found = host.nvidia_wheels(m, [tmp_path / "empty", cache], cache, Target("3.11", "2.36"), offline=False)
+    (requested,) = calls
+    assert "nvidia_cublas==13.1.1.3" in requested and len(requested) == len(NVIDIA_LIBS)
+    assert "nvidia_nvjitlink" in requested  # no pin from torch: any version
+    assert set(found) == {conda for conda, _, _ in NVIDIA_LIBS}
+    # offline: the same gap is one line naming the first missing wheel, and nothing is downloaded
+    monkeypatch.setattr(host, "pip_download", lambda *a: pytest.fail("--offline must not download"))
+    with pytest.raises(UsageError, match=r"no nvidia_\w+ wheel .*\(and --offline\)"):
+        host.nvidia_wheels(m, [tmp_path / "empty"], tmp_path / "none", Target("3.11", "2.36"), offline=True)
