@@ -26,16 +26,8 @@ PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 # every 13.x on 580+) and the driver each toolkit release ships with (NVIDIA's release notes).
 MIN_DRIVER_FOR_MAJOR = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
 DRIVER_OF_TOOLKIT = {
-    "12.0": "525.60.13",
-    "12.1": "530.30.02",
-    "12.2": "535.54.03",
-    "12.3": "545.23.06",
-    "12.4": "550.54.14",
-    "12.5": "555.42.02",
-    "12.6": "560.28.03",
-    "12.8": "570.26",
-    "12.9": "575.51.03",
-    "13.0": "580.65.06",
+    "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03", "12.3": "545.23.06", "12.4": "550.54.14",
+    "12.5": "555.42.02", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06",
     "13.1": "590.44.01",
 }
 
@@ -64,17 +56,14 @@ class DriverInfo:
 
 @dataclass(frozen=True)
 class CudaVirtualPackages:
-    """conda's CUDA virtual packages as py-rattler detects them; None where it detects none."""
-
     cuda: str | None = None  # __cuda: the highest CUDA the driver supports
     arch: str | None = None  # __cuda_arch: the lowest compute capability among the GPUs
     arch_model: str | None = None  # __cuda_arch's build string: that GPU's model
 
 
 def detect_cuda_virtual_packages(honour_overrides: bool = False) -> CudaVirtualPackages:
-    """__cuda and __cuda_arch of this machine, or CONDA_OVERRIDE_CUDA(_ARCH) with honour_overrides.
+    """__cuda and __cuda_arch as py-rattler detects them, or CONDA_OVERRIDE_CUDA(_ARCH) with honour_overrides.
 
-    VirtualPackage.detect() alone ignores the CONDA_OVERRIDE_* variables; from_env() applies them.
     Without py-rattler (`gpu-wheel` on a GPU machine that runs the tooling from a checkout) nothing
     is detected here, and nvidia-smi still answers.
     """
@@ -82,35 +71,30 @@ def detect_cuda_virtual_packages(honour_overrides: bool = False) -> CudaVirtualP
         from rattler import VirtualPackage, VirtualPackageOverrides
     except ImportError:
         return CudaVirtualPackages()
+    # detect() alone ignores the CONDA_OVERRIDE_* variables; from_env() applies them.
     overrides = VirtualPackageOverrides.from_env() if honour_overrides else VirtualPackageOverrides()
-    found = {}
-    for package in VirtualPackage.detect(overrides):
-        generic = package.into_generic()
-        found[generic.name.normalized] = (str(generic.version), str(generic.build_string))
-    cuda = found.get("__cuda", (None, None))[0]
+    found = {g.name.normalized: (str(g.version), str(g.build_string))
+             for g in (p.into_generic() for p in VirtualPackage.detect(overrides))}
     arch, model = found.get("__cuda_arch", (None, None))
-    return CudaVirtualPackages(cuda, arch, model if model and model != "0" else None)
+    return CudaVirtualPackages(found.get("__cuda", (None, None))[0], arch, model if model and model != "0" else None)
 
 
-def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def query_nvidia_smi(
-    which: Callable[[str], str | None] = shutil.which,
-    run: Callable[[list[str]], subprocess.CompletedProcess[str]] = _run,
-) -> DriverInfo | None:
+def query_nvidia_smi() -> DriverInfo | None:
     """Driver version, CUDA version and GPUs from nvidia-smi; None when it is not installed."""
-    smi = which("nvidia-smi")
+    smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     info = DriverInfo()
-    fields = "index,name,compute_cap,driver_version"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([smi, *args], capture_output=True, text=True, timeout=30, check=False)
+
     try:
-        result = run([smi, f"--query-gpu={fields}", "--format=csv,noheader"])
+        fields = ["index", "name", "compute_cap", "driver_version"]
+        result = run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader")
         if result.returncode != 0:  # drivers before 510 lack compute_cap
-            fields = "index,name,driver_version"
-            result = run([smi, f"--query-gpu={fields}", "--format=csv,noheader"])
+            fields.remove("compute_cap")
+            result = run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader")
         if result.returncode != 0:
             message = (result.stdout + result.stderr).strip().splitlines()
             info.errors.append(f"nvidia-smi failed: {message[0] if message else result.returncode}")
@@ -118,22 +102,15 @@ def query_nvidia_smi(
         info.sources.append("nvidia-smi")
         for line in result.stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
-            if len(parts) != len(fields.split(",")):
+            if len(parts) != len(fields):
                 continue
-            row = dict(zip(fields.split(","), parts, strict=False))
+            row = dict(zip(fields, parts, strict=True))
             cap = row.get("compute_cap", "")
-            info.gpus.append(
-                GpuInfo(
-                    index=int(row["index"]) if row["index"].isdigit() else len(info.gpus),
-                    name=row["name"],
-                    compute_cap=cap if CAP_RE.fullmatch(cap) else "",
-                )
-            )
+            index = int(row["index"]) if row["index"].isdigit() else len(info.gpus)
+            info.gpus.append(GpuInfo(index, row["name"], cap if CAP_RE.fullmatch(cap) else ""))
             info.version = info.version or row["driver_version"]
-        header = run([smi])
-        match = SMI_CUDA_RE.search(header.stdout)
-        if match:
-            info.cuda = match.group(1)
+        match = SMI_CUDA_RE.search(run().stdout)
+        info.cuda = match.group(1) if match else None
     except (OSError, subprocess.SubprocessError) as exc:
         info.errors.append(f"nvidia-smi failed: {exc}")
     return info
@@ -148,35 +125,23 @@ def driver_version_from_proc(path: str = PROC_DRIVER_VERSION) -> str | None:
     return match.group(1) if match else None
 
 
-def _fill_compute_caps(gpus: list[GpuInfo], packages: CudaVirtualPackages) -> list[GpuInfo]:
-    """GPUs nvidia-smi listed without a compute capability (drivers before 510) get __cuda_arch's
-    where their model is the one __cuda_arch names; without nvidia-smi it stands for one GPU."""
-    if packages.arch is None:
-        return gpus
-    if not gpus:
-        return [GpuInfo(0, packages.arch_model or "?", packages.arch)]
-    return [
-        replace(g, compute_cap=packages.arch) if not g.compute_cap and g.name == packages.arch_model else g
-        for g in gpus
-    ]
-
-
 def driver_info(
-    smi: Callable[[], DriverInfo | None] | None = None,
-    virtual: Callable[[], CudaVirtualPackages] | None = None,
-    proc: Callable[[], str | None] | None = None,
+    virtual: Callable[[], CudaVirtualPackages] | None = None, proc: Callable[[], str | None] | None = None
 ) -> DriverInfo:
     """Everything known about the driver: nvidia-smi, conda's virtual packages, then /proc."""
-    info = (smi or query_nvidia_smi)() or DriverInfo()
+    info = query_nvidia_smi() or DriverInfo()
     packages = (virtual or detect_cuda_virtual_packages)()
     if packages.cuda is not None:
         info.cuda = packages.cuda  # what a conda solve sees; nvidia-smi's header says the same
-        info.gpus = _fill_compute_caps(info.gpus, packages)
         info.sources.append("py-rattler")
+    # GPUs nvidia-smi listed without a compute capability (drivers before 510) get __cuda_arch's where
+    # their model is the one __cuda_arch names; without nvidia-smi it stands for one GPU.
+    if packages.cuda is not None and packages.arch is not None:
+        info.gpus = [replace(g, compute_cap=packages.arch) if not g.compute_cap and g.name == packages.arch_model else g
+                     for g in info.gpus] or [GpuInfo(0, packages.arch_model or "?", packages.arch)]
     if info.version is None:
         info.version = (proc or driver_version_from_proc)()
-        if info.version is not None:
-            info.sources.append("/proc")
+        info.sources += ["/proc"] if info.version is not None else []
     return info
 
 
@@ -189,18 +154,14 @@ def compute_capabilities_from_torch() -> list[str]:
     """Compute capabilities torch sees; [] without torch, CUDA or devices."""
     try:
         import torch
-    except ImportError:
-        return []
-    try:
+
         if not torch.cuda.is_available():
             return []
-        caps = (torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
-        return [f"{major}.{minor}" for major, minor in caps]
-    except Exception:  # a broken driver or runtime is "no GPU" here
+        return ["{}.{}".format(*torch.cuda.get_device_capability(i)) for i in range(torch.cuda.device_count())]
+    except Exception:  # no torch, or a broken driver or runtime: "no GPU" here
         return []
 
 
 def detect_compute_capabilities() -> list[str]:
     """The distinct compute capabilities present, driver first, then torch; sorted."""
-    caps = compute_capabilities_from_driver() or compute_capabilities_from_torch()
-    return sorted(set(caps), key=version_key)
+    return sorted(set(compute_capabilities_from_driver() or compute_capabilities_from_torch()), key=version_key)

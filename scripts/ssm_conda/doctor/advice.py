@@ -1,8 +1,4 @@
-"""From facts to a recommendation: which variant, the rules' findings, and the commands to run.
-
-advise is pure (no probing): choose the variant, run the rules in order, then write the install
-command (when a packaged build fits) and the build command.
-"""
+"""From facts to a recommendation (pure, no probing): the variant, the rules' findings, and the commands to run."""
 
 from __future__ import annotations
 
@@ -33,24 +29,17 @@ class Advice:
     build: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
-    def _of(self, level: str) -> list[Finding]:
-        return [f for f in self.findings if f.level == level]
-
     @property
     def warnings(self) -> list[Finding]:
-        return self._of("warning")
+        return [f for f in self.findings if f.level == "warning"]
 
     @property
     def missing(self) -> list[str]:
-        return [f.message for f in self._of("missing")]
+        return [f.message for f in self.findings if f.level == "missing"]
 
     @property
     def notes(self) -> list[str]:
-        return [f.message for f in self._of("note")]
-
-    @property
-    def codes(self) -> list[str]:
-        return [w.code for w in self.warnings]
+        return [f.message for f in self.findings if f.level == "note"]
 
 
 def choose_variant(facts: Facts, files: Sequence[VariantFile]) -> tuple[VariantFile | None, str]:
@@ -73,29 +62,17 @@ def choose_variant(facts: Facts, files: Sequence[VariantFile]) -> tuple[VariantF
     return by_version[-1], "no driver or torch CUDA to match: the newest CUDA packaged"
 
 
-def _build_targets(vfile: VariantFile) -> list[str]:
-    """What `ssm-conda build --arch` may target with this variant's nvcc; never sm_103 with nvcc 13
-    (it miscompiles it, upstream #105: the sm_100 cubin runs there)."""
-    return [a for a in vfile.arch_supported if not (major(vfile.cuda) >= 13 and a == "10.3")]
-
-
-def _closest_target(cap: str, targets: Sequence[str]) -> str | None:
-    """For a GPU nvcc cannot target: the newest cubin that runs on it, else the newest PTX (arch_covers)."""
-    newest_first = sorted(targets, key=version_key, reverse=True)
-    for entry in (*newest_first, *(f"{a}+PTX" for a in newest_first)):
-        if arch_covers(cap, entry) is not None:
-            return entry
-    return None
-
-
 def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
-    """--arch for `ssm-conda build`: native when nvcc can target every GPU here, else an explicit list."""
-    targets = _build_targets(vfile)
+    """--arch for `ssm-conda build`: native when nvcc can target every GPU here, else for each GPU the newest
+    cubin that runs on it, else the newest PTX (arch_covers)."""
+    # never sm_103 with nvcc 13: it miscompiles it (upstream #105), and the sm_100 cubin runs there
+    targets = sorted((a for a in vfile.arch_supported if not (major(vfile.cuda) >= 13 and a == "10.3")), key=version_key)
     if not caps:
         return "all"
     if all(c in targets for c in caps):
         return "native"
-    chosen = {t for t in (_closest_target(cap, targets) for cap in caps) if t is not None}
+    entries = [*reversed(targets), *(f"{a}+PTX" for a in reversed(targets))]
+    chosen = {next((e for e in entries if arch_covers(cap, e) is not None), None) for cap in caps} - {None}
     return ";".join(sorted(chosen, key=version_key)) or "all"
 
 
@@ -111,8 +88,7 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
     # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
     channels = f"-c {channel}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
-    commands = []
-    wheel = facts.interpreter.causal_conv1d
+    commands, wheel = [], facts.interpreter.causal_conv1d
     if wheel is not None and not wheel.from_conda:
         commands.append(f"{shlex.quote(facts.interpreter.executable)} -m pip uninstall -y causal-conv1d")
     if facts.env.kind == "pixi" and not facts.env.this_project:
@@ -132,24 +108,12 @@ def channel_notes(channel: str, version: str, build_string: str, packaged: bool)
         return [note("conda-forge-pin", "conda-forge's causal-conv1d builds carry only conda-forge's current pytorch "
                      "pin; for another torch minor use this project's channel (--channel) or build")]
     pattern = f"{PACKAGE}-{version}-{build_string}.conda"
-    local = Path(channel)
-    if packaged and local.is_dir() and not any(local.glob(f"*/{pattern}")):
+    if packaged and Path(channel).is_dir() and not any(Path(channel).glob(f"*/{pattern}")):
         return [note("not-built-yet", f"{channel} has no {pattern} yet: build it first (command below)")]
     return []
 
 
-def build_command(target: Target, caps: Sequence[str]) -> str:
-    return (f"ssm-conda build --cuda {target.variant.cuda} --python {target.python} --torch {target.torch} "
-            f"--arch {shlex.quote(build_arch_arg(caps, target.variant))}")
-
-
-def advise(
-    facts: Facts,
-    files: Sequence[VariantFile],
-    channel: str = DEFAULT_CHANNEL,
-    version: str = FALLBACK_VERSION,
-) -> Advice:
-    """Turn facts into a recommendation, commands and findings (pure: no probing here)."""
+def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CHANNEL, version: str = FALLBACK_VERSION) -> Advice:
     findings = [f for rule in MACHINE_RULES for f in rule(facts, files)]
     vfile, reason = choose_variant(facts, files)
     if vfile is None:
@@ -161,15 +125,9 @@ def advise(
     packaged = not any(f.unpackaged for f in findings)
     build_string = build_string_glob(channel, vfile, target.python, target.torch)
     findings += channel_notes(channel, version, build_string, packaged)
+    build = (f"ssm-conda build --cuda {vfile.cuda} --python {target.python} --torch {target.torch} "
+             f"--arch {shlex.quote(build_arch_arg(facts.compute_caps, vfile))}")
     install = install_commands(facts, vfile.cuda, build_string, channel, version, target.python) if packaged else []
-    return Advice(
-        cuda=vfile.cuda,
-        variant_file=vfile.display_path,
-        python=target.python,
-        torch=target.torch,
-        reason=reason,
-        build_string=build_string,
-        install=install,
-        build=[build_command(target, facts.compute_caps)],
-        findings=findings,
-    )
+    return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,
+                  build_string=build_string, install=install, build=[build],
+                  findings=findings)

@@ -1,7 +1,5 @@
 """Which causal-conv1d package fits this machine, and what will go wrong with the others.
 
-    ssm-conda doctor [--interpreter PATH] [--channel NAME|URL|DIR] [--json]
-
 Reads the NVIDIA driver (version; the highest CUDA it supports and the GPUs' compute capabilities
 as conda's __cuda and __cuda_arch virtual packages, through py-rattler; each GPU from nvidia-smi),
 the target Python's torch (version, CUDA, C++11 ABI; imported in a subprocess so a broken torch
@@ -25,7 +23,7 @@ import yaml
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.console import UsageError
 from ssm_conda.doctor.advice import FALLBACK_VERSION, advise
-from ssm_conda.doctor.facts import Facts, Probes, gather_facts
+from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
 from ssm_conda.matrix import load_variant_files
 from ssm_conda.paths import RECIPE, REPO_ROOT, VARIANTS_DIR
@@ -35,9 +33,7 @@ LOCAL_CHANNEL = REPO_ROOT / "output"  # `ssm-conda build`'s default --output-dir
 
 def default_channel() -> str:
     """The build's output channel once it holds an index, else the public channel."""
-    if any(LOCAL_CHANNEL.glob("*/repodata.json")):
-        return str(LOCAL_CHANNEL)
-    return DEFAULT_CHANNEL
+    return str(LOCAL_CHANNEL) if any(LOCAL_CHANNEL.glob("*/repodata.json")) else DEFAULT_CHANNEL
 
 
 def package_version(recipe: Path = RECIPE) -> str:
@@ -65,23 +61,17 @@ def _interpreter(value: str) -> str:
     return found
 
 
-def _explain_sources(facts: Facts) -> None:
-    """-v: where the facts came from (stderr, so --json stays clean)."""
-    driver = facts.driver
-    print(f"driver facts from: {', '.join(driver.sources) or 'nothing'}", file=sys.stderr)
-    for error in driver.errors:
-        print(f"  {error}", file=sys.stderr)
-    print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
-
-
 def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
     interpreter = _interpreter(args.interpreter)
     if not args.variants_dir.is_dir():
         raise UsageError(f"--variants-dir {str(args.variants_dir)!r}: no such directory")
     files = load_variant_files(args.variants_dir)
     facts = gather_facts(interpreter, probes, import_torch=not args.no_import)
-    if args.verbose:
-        _explain_sources(facts)
+    if args.verbose:  # where the facts came from, on stderr so that --json stays clean
+        print(f"driver facts from: {', '.join(facts.driver.sources) or 'nothing'}", file=sys.stderr)
+        for error in facts.driver.errors:
+            print(f"  {error}", file=sys.stderr)
+        print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
     advice = advise(facts, files, args.channel or default_channel(), package_version())
     print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
     return 0

@@ -2,8 +2,8 @@
 # Run by the doctor inside the interpreter it checks (`python -c <this text>`): that interpreter may
 # be any Python 3 with any (or a broken) torch, so this file imports nothing of ssm_conda and keeps
 # to old syntax; it catches everything on purpose (a broken torch must not take the doctor down).
-# Each finding is one `@@doctor {json}` line, flushed at once, so a crash in
-# `import torch` still leaves what came before it.
+# Each finding is one `@@doctor {json}` line, flushed at once, so a crash in `import torch` still
+# leaves what came before it. The keys are the fields of the doctor's dataclasses.
 import importlib.util
 import json
 import os
@@ -23,12 +23,12 @@ def dist(md, *names):
             found = md.distribution(name)
         except Exception:
             continue
-        out = {"version": found.version}
-        for key, fname in (("installer", "INSTALLER"), ("direct_url", "direct_url.json")):
-            try:
-                out[key] = found.read_text(fname)
-            except Exception:
-                out[key] = None
+        out = {"version": found.version, "installer": None, "url": None}
+        try:  # read_text is None for a missing file; a malformed one leaves what was read
+            out["installer"] = (found.read_text("INSTALLER") or "").strip() or None
+            out["url"] = json.loads(found.read_text("direct_url.json") or "{}").get("url")
+        except Exception:
+            pass
         return out
     return None
 
@@ -36,22 +36,19 @@ def dist(md, *names):
 emit(stage="python", version="%d.%d.%d" % tuple(sys.version_info[:3]), executable=sys.executable, prefix=sys.prefix)
 try:
     import importlib.metadata as metadata
-except ImportError:
-    metadata = None
-if metadata is not None:
+
     emit(stage="dists", torch=dist(metadata, "torch"), causal_conv1d=dist(metadata, "causal_conv1d", "causal-conv1d"))
-if importlib.util.find_spec("torch") is None:
-    emit(stage="torch", ok=False, missing=True)
-    sys.exit(0)
-if os.environ.get("DOCTOR_NO_IMPORT") == "1":
+except ImportError:  # before Python 3.8
+    pass
+if importlib.util.find_spec("torch") is None or os.environ.get("DOCTOR_NO_IMPORT") == "1":
     sys.exit(0)
 try:
     import torch
 
-    emit(stage="torch", ok=True, version=str(torch.__version__), cuda=torch.version.cuda,
+    emit(stage="torch", version=str(torch.__version__), cuda=torch.version.cuda,
          cxx11_abi=bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)))
 except BaseException as exc:
-    emit(stage="torch", ok=False, error="%s: %s" % (type(exc).__name__, exc))
+    emit(stage="torch", import_error="%s: %s" % (type(exc).__name__, exc))
     sys.exit(0)
 if importlib.util.find_spec("causal_conv1d_cuda") is not None:
     try:

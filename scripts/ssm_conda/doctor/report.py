@@ -12,13 +12,6 @@ from ssm_conda.doctor.facts import Facts, TorchInfo
 SCHEMA = 1
 
 
-def _driver_row(facts: Facts) -> str:
-    driver = facts.driver
-    if driver.version or driver.cuda:
-        return f"{driver.version or '?'} (supports CUDA {driver.cuda or '?'})"
-    return "not found"
-
-
 def _torch_row(torch: TorchInfo | None) -> str:
     if torch is None:
         return "not installed"
@@ -32,23 +25,26 @@ def _torch_row(torch: TorchInfo | None) -> str:
 
 
 def facts_rows(facts: Facts) -> list[tuple[str, str]]:
-    interp, env, dist = facts.interpreter, facts.env, facts.interpreter.causal_conv1d
-    rows = [("NVIDIA driver", _driver_row(facts))]
+    interp, env, dist, driver = facts.interpreter, facts.env, facts.interpreter.causal_conv1d, facts.driver
+    found = driver.version or driver.cuda
+    rows = [("NVIDIA driver", f"{driver.version or '?'} (supports CUDA {driver.cuda or '?'})" if found else "not found")]
     if facts.conda_override_cuda:
         rows.append(("CONDA_OVERRIDE_CUDA", facts.conda_override_cuda))
-    rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in facts.gpus]
-    if not facts.gpus:
+    rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in driver.gpus]
+    if not driver.gpus:
         rows.append(("GPU", "none visible"))
-    rows.append(("Python", f"{interp.version or '?'} ({interp.executable})"))
-    rows.append(("torch", _torch_row(interp.torch)))
-    rows.append(("nvcc", f"{facts.nvcc.version or '?'} ({facts.nvcc.path})" if facts.nvcc else "not found"))
-    rows.append(("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"))
-    if dist is None:
-        rows.append(("causal-conv1d", "not installed"))
-    else:
+    installed = "not installed"
+    if dist is not None:
         how = ", ".join(filter(None, ["conda", dist.conda_build])) if dist.from_conda else dist.installer or "pip"
-        rows.append(("causal-conv1d", f"{dist.version} ({how})"))
-    return rows
+        installed = f"{dist.version} ({how})"
+    return [
+        *rows,
+        ("Python", f"{interp.version or '?'} ({interp.executable})"),
+        ("torch", _torch_row(interp.torch)),
+        ("nvcc", f"{facts.nvcc.version or '?'} ({facts.nvcc.path})" if facts.nvcc else "not found"),
+        ("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"),
+        ("causal-conv1d", installed),
+    ]
 
 
 def render_text(facts: Facts, advice: Advice) -> str:
@@ -61,11 +57,8 @@ def render_text(facts: Facts, advice: Advice) -> str:
     elif advice.build:
         lines.append("No package fits; build it:")
     lines += [f"  {c}" for c in advice.build]
-    for title, items in (
-        ("Warnings", [f"[{w.code}] {w.message}" for w in advice.warnings]),
-        ("Missing", advice.missing),
-        ("Notes", advice.notes),
-    ):
+    warnings = [f"[{w.code}] {w.message}" for w in advice.warnings]
+    for title, items in (("Warnings", warnings), ("Missing", advice.missing), ("Notes", advice.notes)):
         if items:
             lines += ["", f"{title}:", *(f"  - {item}" for item in items)]
     return "\n".join(lines)

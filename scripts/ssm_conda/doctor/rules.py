@@ -1,15 +1,12 @@
-"""The doctor's advice as independent rules: each looks at the facts and returns what it finds.
-
-Machine rules see the facts and the variant files; target rules also see the variant chosen for
-this machine (Target). A rule returns Findings: a warning (a known trap, with a stable code), a
-missing piece, or a note. A finding marked `unpackaged` means no packaged build fits, so the
-doctor offers only the build command. Rules do not probe and do not depend on each other.
+"""The doctor's advice as independent rules: each looks at the facts (machine rules also at the variant
+files, target rules at the variant chosen, Target) and returns Findings. Rules neither probe nor depend on each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from ssm_conda.archs import arch_covers, parse_arch_list, version_key
@@ -17,33 +14,22 @@ from ssm_conda.doctor.facts import Facts, major
 from ssm_conda.machine import DRIVER_OF_TOOLKIT, MIN_DRIVER_FOR_MAJOR
 from ssm_conda.matrix import VariantFile
 
-Level = Literal["warning", "missing", "note"]
-
 
 @dataclass(frozen=True)
 class Finding:
-    level: Level
+    level: Literal["warning", "missing", "note"]
     code: str
     message: str
     unpackaged: bool = False  # no packaged build fits: offer only the build command
 
 
-def warning(code: str, message: str, unpackaged: bool = False) -> Finding:
-    return Finding("warning", code, message, unpackaged)
-
-
-def missing(code: str, message: str) -> Finding:
-    return Finding("missing", code, message)
-
-
-def note(code: str, message: str, unpackaged: bool = False) -> Finding:
-    return Finding("note", code, message, unpackaged)
+warning = partial(Finding, "warning")
+missing = partial(Finding, "missing")
+note = partial(Finding, "note")
 
 
 @dataclass(frozen=True)
-class Target:
-    """The variant the doctor recommends, and the Python and torch minors it is for."""
-
+class Target:  # the variant the doctor recommends, and the Python and torch minors it is for
     variant: VariantFile
     python: str  # "3.12"
     torch: str  # "2.13"
@@ -53,22 +39,13 @@ MachineRule = Callable[[Facts, Sequence[VariantFile]], list[Finding]]
 TargetRule = Callable[[Facts, Target], list[Finding]]
 
 
-def _first_line(text: str) -> str:
-    return text.splitlines()[0][:200] if text else "?"
-
-
-# --------------------------------------------------------------------------------------------
-# Machine rules: what is missing or broken, whatever the variant
-
-
 def probe_failed(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
     error = facts.interpreter.error
     return [missing("interpreter", error)] if error else []
 
 
 def driver_missing(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    driver = facts.driver
-    found = []
+    driver, found = facts.driver, []
     if driver.version is None and driver.cuda is None:
         why = driver.errors[0] if driver.errors else "nvidia-smi not found and py-rattler detects no __cuda"
         found.append(missing("driver", f"NVIDIA driver: {why} (fine for building; the package only runs with a driver)"))
@@ -91,16 +68,13 @@ def torch_unusable(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
 
 
 def own_project_env(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    if not facts.env.this_project:
-        return []
     return [note("own-project-env", "this checked the packaging project's own pixi environment; to check yours pass "
-                 "--interpreter /path/to/env/bin/python")]
+                 "--interpreter /path/to/env/bin/python")] if facts.env.this_project else []
 
 
 def nvcc_missing(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    if facts.nvcc is not None:
-        return []
-    return [missing("nvcc", "nvcc: not found (only needed to build from source outside `ssm-conda build`)")]
+    message = "nvcc: not found (only needed to build from source outside `ssm-conda build`)"
+    return [] if facts.nvcc is not None else [missing("nvcc", message)]
 
 
 def no_variant_files(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
@@ -112,11 +86,9 @@ def torch_cuda_not_packaged(facts: Facts, files: Sequence[VariantFile]) -> list[
     if torch is None or not torch.cuda or not files or any(major(f.cuda) == major(torch.cuda) for f in files):
         return []
     cudas = sorted((f.cuda for f in files), key=version_key)
-    return [warning(
-        "no-package-for-torch-cuda",
-        f"torch {torch.version} uses CUDA {torch.cuda}, but packages exist only for CUDA {', '.join(cudas)}: "
-        f"install a torch built for one of those (conda-forge: pytorch=*=cuda{cudas[-1].replace('.', '')}*)",
-    )]
+    return [warning("no-package-for-torch-cuda",
+                    f"torch {torch.version} uses CUDA {torch.cuda}, but packages exist only for CUDA {', '.join(cudas)}: "
+                    f"install a torch built for one of those (conda-forge: pytorch=*=cuda{cudas[-1].replace('.', '')}*)")]
 
 
 def torch_nvcc_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
@@ -125,49 +97,37 @@ def torch_nvcc_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Find
     if torch is None or not torch.cuda or nvcc is None or not nvcc.version:
         return []
     if major(torch.cuda) != major(nvcc.version):
-        return [warning(
-            "torch-nvcc-cuda-mismatch",
-            f"torch uses CUDA {torch.cuda} but {nvcc.path} is CUDA {nvcc.version}: a source build "
-            "(`pip install causal-conv1d`) fails with 'The detected CUDA version mismatches the version that was "
-            "used to compile PyTorch'; use the conda package, or `ssm-conda build` (which brings its own nvcc), "
-            f"or point CUDA_HOME at a CUDA {major(torch.cuda)}.x toolkit",
-        )]
+        return [warning("torch-nvcc-cuda-mismatch",
+                        f"torch uses CUDA {torch.cuda} but {nvcc.path} is CUDA {nvcc.version}: a source build "
+                        "(`pip install causal-conv1d`) fails with 'The detected CUDA version mismatches the version that "
+                        "was used to compile PyTorch'; use the conda package, or `ssm-conda build` (which brings its own "
+                        f"nvcc), or point CUDA_HOME at a CUDA {major(torch.cuda)}.x toolkit")]
     if torch.cuda != nvcc.version:
         return [note("torch-nvcc-minor", f"torch CUDA {torch.cuda}, nvcc {nvcc.version}: same major, source builds work")]
     return []
 
 
-def _wheel_mismatches(facts: Facts) -> list[str]:
-    """How a prebuilt upstream wheel's tag (cu12torch2.6cxx11abiTRUE) differs from the torch here."""
-    dist, torch = facts.interpreter.causal_conv1d, facts.interpreter.torch
-    tag = dist.wheel_tag if dist is not None else None
-    if tag is None or torch is None:
-        return []
-    problems = []
-    if torch.minor and tag["torch"] != torch.minor:
-        problems.append(f"torch {tag['torch']} (here {torch.minor})")
-    if torch.cuda and str(tag["cuda_major"]) != str(major(torch.cuda)):
-        problems.append(f"CUDA {tag['cuda_major']} (here {major(torch.cuda)})")
-    if torch.cxx11_abi is not None and tag["cxx11_abi"] != torch.cxx11_abi:
-        problems.append(f"cxx11abi={tag['cxx11_abi']} (here {torch.cxx11_abi})")
-    return problems
-
-
 def installed_package(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
     """An already-installed causal-conv1d: a conda record, or a pip wheel built for another torch."""
-    dist = facts.interpreter.causal_conv1d
+    dist, torch = facts.interpreter.causal_conv1d, facts.interpreter.torch
     if dist is None:
         return []
     if dist.from_conda:
         return [note("installed", f"installed: causal-conv1d {dist.version} {dist.conda_build} (conda)")]
-    if dist.wheel_tag is not None and facts.interpreter.torch is not None:
-        problems = _wheel_mismatches(facts)
-        return [warning(
-            "pip-wheel-mismatch",
-            f"causal-conv1d {dist.version} (installed by {dist.installer or 'pip'}) is a prebuilt wheel for "
-            f"{', '.join(problems)}: importing it fails with `undefined symbol` or crashes; uninstall it and use "
-            "the command below",
-        )] if problems else []
+    tag = dist.wheel_tag
+    if tag is not None and torch is not None:
+        # How an upstream wheel's tag (cu12torch2.6cxx11abiTRUE) differs from the torch here.
+        problems = []
+        if torch.minor and tag["torch"] != torch.minor:
+            problems.append(f"torch {tag['torch']} (here {torch.minor})")
+        if torch.cuda and tag["cuda_major"] != str(major(torch.cuda)):
+            problems.append(f"CUDA {tag['cuda_major']} (here {major(torch.cuda)})")
+        if torch.cxx11_abi is not None and tag["cxx11_abi"] != torch.cxx11_abi:
+            problems.append(f"cxx11abi={tag['cxx11_abi']} (here {torch.cxx11_abi})")
+        return [warning("pip-wheel-mismatch",
+                        f"causal-conv1d {dist.version} (installed by {dist.installer or 'pip'}) is a prebuilt wheel for "
+                        f"{', '.join(problems)}: importing it fails with `undefined symbol` or crashes; uninstall it and "
+                        "use the command below")] if problems else []
     if dist.installer and facts.env.kind in ("conda", "pixi"):
         return [note("installed-by-pip", f"causal-conv1d {dist.version} was installed by {dist.installer}, not conda: "
                      "uninstall it before installing the conda package")]
@@ -177,52 +137,33 @@ def installed_package(facts: Facts, files: Sequence[VariantFile]) -> list[Findin
 def extension_import_failed(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
     interp, torch = facts.interpreter, facts.interpreter.torch
     error = interp.extension_error or ""
+    first_line = error.splitlines()[0][:200] if error else "?"
     if "undefined symbol" in error:
-        return [warning(
-            "extension-undefined-symbol",
-            f"`import causal_conv1d_cuda` fails: {_first_line(error)} -- the installed causal-conv1d was built "
-            f"against another torch ({torch.version if torch else '?'} here); uninstall it and install the matching "
-            "package",
-        )]
+        return [warning("extension-undefined-symbol",
+                        f"`import causal_conv1d_cuda` fails: {first_line} -- the installed causal-conv1d was "
+                        f"built against another torch ({torch.version if torch else '?'} here); uninstall it and install "
+                        "the matching package")]
     if interp.extension_ok is False:
-        return [warning("extension-import-failed", f"`import causal_conv1d_cuda` fails: {_first_line(error)}")]
+        return [warning("extension-import-failed", f"`import causal_conv1d_cuda` fails: {first_line}")]
     return []
 
 
 MACHINE_RULES: tuple[MachineRule, ...] = (
-    probe_failed,
-    driver_missing,
-    torch_unusable,
-    own_project_env,
-    nvcc_missing,
-    no_variant_files,
-    torch_cuda_not_packaged,
-    torch_nvcc_mismatch,
-    installed_package,
-    extension_import_failed,
+    probe_failed, driver_missing, torch_unusable, own_project_env, nvcc_missing, no_variant_files,
+    torch_cuda_not_packaged, torch_nvcc_mismatch, installed_package, extension_import_failed,
 )
-
-
-# --------------------------------------------------------------------------------------------
-# Target rules: the recommended variant against this machine
 
 
 def driver_too_old(facts: Facts, target: Target) -> list[Finding]:
     cuda, driver_cuda = target.variant.cuda, facts.driver_cuda
-    if not driver_cuda:
-        return []
-    if major(cuda) > major(driver_cuda):
-        return [warning(
-            "driver-too-old",
-            f"the driver supports CUDA {driver_cuda}, the CUDA {cuda} package (and a torch built with it) needs a "
-            f"driver >= {MIN_DRIVER_FOR_MAJOR.get(str(major(cuda)), '?')}: update the driver",
-        )]
-    if version_key(cuda) > version_key(driver_cuda):
-        return [note(
-            "driver-minor-compat",
-            f"the driver supports CUDA {driver_cuda} < {cuda}: it runs through minor-version compatibility; "
-            f"driver >= {DRIVER_OF_TOOLKIT.get(cuda, '?')} avoids PTX JIT failures",
-        )]
+    if driver_cuda and major(cuda) > major(driver_cuda):
+        return [warning("driver-too-old",
+                        f"the driver supports CUDA {driver_cuda}, the CUDA {cuda} package (and a torch built with it) "
+                        f"needs a driver >= {MIN_DRIVER_FOR_MAJOR.get(str(major(cuda)), '?')}: update the driver")]
+    if driver_cuda and version_key(cuda) > version_key(driver_cuda):
+        return [note("driver-minor-compat",
+                     f"the driver supports CUDA {driver_cuda} < {cuda}: it runs through minor-version compatibility; "
+                     f"driver >= {DRIVER_OF_TOOLKIT.get(cuda, '?')} avoids PTX JIT failures")]
     return []
 
 
@@ -247,21 +188,17 @@ def pip_torch_in_conda_env(facts: Facts, target: Target) -> list[Finding]:
     torch = facts.interpreter.torch
     if torch is None or torch.dist is None or torch.dist.from_conda or facts.env.kind not in ("conda", "pixi"):
         return []
-    cuda_tag = target.variant.cuda.replace(".", "")
-    return [warning(
-        "pip-torch-in-conda-env",
-        f"torch {torch.version} was installed by {torch.dist.installer or 'pip'}, not conda: the conda package "
-        "depends on conda-forge pytorch and would install a second torch over it; replace it (`pip uninstall "
-        f"torch`, then install pytorch={target.torch}=cuda{cuda_tag}* from conda-forge) or build from source",
-    )]
+    return [warning("pip-torch-in-conda-env",
+                    f"torch {torch.version} was installed by {torch.dist.installer or 'pip'}, not conda: the conda "
+                    "package depends on conda-forge pytorch and would install a second torch over it; replace it (`pip "
+                    f"uninstall torch`, then install pytorch={target.torch}=cuda{target.variant.cuda.replace('.', '')}* "
+                    "from conda-forge) or build from source")]
 
 
 def gpu_not_covered(facts: Facts, target: Target) -> list[Finding]:
     """Each GPU against the package's architecture list (archs.arch_covers: cubin or PTX)."""
     vfile, found = target.variant, []
-    for gpu in facts.gpus:
-        if not gpu.compute_cap:
-            continue
+    for gpu in (g for g in facts.driver.gpus if g.compute_cap):
         how = arch_covers(gpu.compute_cap, vfile.arch_list)
         if how is None:
             newer = all(version_key(gpu.compute_cap) > e.key for e in parse_arch_list(vfile.arch_list))
@@ -271,10 +208,8 @@ def gpu_not_covered(facts: Facts, target: Target) -> list[Finding]:
                 "arch-not-packaged",
                 f"GPU {gpu.index} ({gpu.name}, {gpu.sm}) is {'newer than every' if newer else 'not among the'} "
                 f"architecture{'s' if newer else ''} in the CUDA {vfile.cuda} package ({vfile.arch_list}) and no PTX "
-                "covers it: expect `no kernel image is available for execution on the device`; build with "
-                f"--arch native{nvcc_too}",
-                unpackaged=True,
-            ))
+                f"covers it: expect `no kernel image is available for execution on the device`; build with --arch "
+                f"native{nvcc_too}", unpackaged=True))
         elif "PTX" in how:
             found.append(note("arch-ptx", f"GPU {gpu.index} ({gpu.sm}) runs {how}; a --arch native build avoids the JIT"))
     return found
@@ -294,12 +229,10 @@ def sm103_nvcc13(facts: Facts, target: Target) -> list[Finding]:
         return []
     nvcc = facts.nvcc
     where = f"nvcc {nvcc.version} at {nvcc.path}" if nvcc is not None and _nvcc13(facts) else f"CUDA {target.variant.cuda}"
-    return [warning(
-        "sm103-nvcc13",
-        f"sm_103 GPU (B300/GB300) with {where}: nvcc 13.x compiles wrong sm_103 code for the forward and update "
-        "kernels (upstream causal-conv1d #105). The packages ship sm_100 code, which runs correctly there; never "
-        "build with --arch 10.3 (or `pip install` from source, which adds sm_103) using nvcc 13",
-    )]
+    return [warning("sm103-nvcc13",
+                    f"sm_103 GPU (B300/GB300) with {where}: nvcc 13.x compiles wrong sm_103 code for the forward and "
+                    "update kernels (upstream causal-conv1d #105). The packages ship sm_100 code, which runs correctly "
+                    "there; never build with --arch 10.3 (or `pip install` from source, which adds sm_103) using nvcc 13")]
 
 
 def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
@@ -307,22 +240,14 @@ def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
     wheel = facts.interpreter.causal_conv1d
     if wheel is None or wheel.from_conda or not _sm103_with_nvcc13(facts, target):
         return []
-    tag = wheel.wheel_tag
-    if tag is not None and int(tag["cuda_major"]) < 13:
+    if wheel.wheel_tag is not None and int(wheel.wheel_tag["cuda_major"]) < 13:
         return []
-    return [warning(
-        "sm103-pip-build",
-        f"causal-conv1d {wheel.version} was installed by {wheel.installer or 'pip'}: if it was compiled with nvcc 13 "
-        "it carries the broken sm_103 code; replace it with the conda package",
-    )]
+    return [warning("sm103-pip-build",
+                    f"causal-conv1d {wheel.version} was installed by {wheel.installer or 'pip'}: if it was compiled "
+                    "with nvcc 13 it carries the broken sm_103 code; replace it with the conda package")]
 
 
 TARGET_RULES: tuple[TargetRule, ...] = (
-    driver_too_old,
-    python_not_packaged,
-    torch_not_packaged,
-    pip_torch_in_conda_env,
-    gpu_not_covered,
-    sm103_nvcc13,
+    driver_too_old, python_not_packaged, torch_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13,
     sm103_pip_build,
 )

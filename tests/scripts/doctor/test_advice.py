@@ -29,6 +29,10 @@ from tests.scripts.doctor.builders import (
 PIXI_ENV = EnvInfo("pixi", "default", "/p/.pixi/envs/default", "/p/pixi.toml")
 
 
+def codes(advice: adv.Advice) -> list[str]:
+    return [w.code for w in advice.warnings]
+
+
 # --- the variant ------------------------------------------------------------------------------
 
 
@@ -142,14 +146,14 @@ def test_unpackaged_torch_minor_means_build() -> None:
 def test_gpu_no_package_covers_means_build() -> None:
     lacking = variant(cuda_arch_list=["7.5;8.0;9.0;10.0"])
     advice = advise(make_facts(drv=driver(gpus=[GB10]), torch=conda_torch()), [lacking])
-    assert "arch-not-packaged" in advice.codes and advice.install == []
+    assert "arch-not-packaged" in codes(advice) and advice.install == []
     assert advice.build[0].endswith("--arch native")
 
 
 def test_sm103_with_nvcc13_installs_and_builds_sm100() -> None:
     facts = make_facts(drv=driver(gpus=[B300]), torch=conda_torch(), nvcc=NvccInfo("/usr/local/cuda/bin/nvcc", "13.0"))
     advice = advise(facts, FILES)
-    assert "sm103-nvcc13" in advice.codes
+    assert "sm103-nvcc13" in codes(advice)
     assert advice.install  # the packaged sm_100 code runs on sm_103
     assert advice.build[0].endswith("--arch 10.0")
 
@@ -158,7 +162,7 @@ def test_stale_pip_wheel_and_pip_torch() -> None:
     wheel = InstalledDist("1.7.0", "pip")
     symbol = "ImportError: causal_conv1d_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
     advice = advise(make_facts(torch=pip_torch(), wheel=wheel, extension_error=symbol), FILES)
-    assert {"pip-torch-in-conda-env", "extension-undefined-symbol"} <= set(advice.codes)
+    assert {"pip-torch-in-conda-env", "extension-undefined-symbol"} <= set(codes(advice))
     assert advice.install[0].endswith("-m pip uninstall -y causal-conv1d")
 
 

@@ -48,7 +48,7 @@ def test_probe_of_something_that_is_not_python(tmp_path: Path) -> None:
 def test_probe_output_survives_a_crashing_torch() -> None:
     stdout = (
         '@@doctor {"stage": "python", "version": "3.12.8", "executable": "/e/bin/python", "prefix": "/e"}\n'
-        '@@doctor {"stage": "dists", "torch": {"version": "2.13.0", "installer": "conda\\n", "direct_url": null},'
+        '@@doctor {"stage": "dists", "torch": {"version": "2.13.0", "installer": "conda", "url": null},'
         ' "causal_conv1d": null}\n'
     )
     info = doc.parse_probe_output("/e/bin/python", stdout, -11)
