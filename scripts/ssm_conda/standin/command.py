@@ -42,8 +42,7 @@ def wheel_cache() -> Path:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", default=None, metavar="DIR",
-                        help=f"the stand-in channel's directory (default {default_dir()})")
+    parser.add_argument("--dir", help=f"the stand-in channel's directory (default {default_dir()})")
     parser.add_argument("--python-prefix", help="CPython installation to repack (default: the running one's base)")
     parser.add_argument("--torch-wheel", help="torch wheel to repack (default: the newest fitting one found)")
     parser.add_argument("--torch-installed", metavar="SITE_PACKAGES",
@@ -79,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
     rebuild = rebuild_names(args.rebuild)
     check_patchelf()
     dirs = [Path(d).expanduser() for d in args.wheel_dir]
-    missing = [str(d) for d in dirs if not d.is_dir()]
-    if missing:
+    if missing := [d for d in dirs if not d.is_dir()]:
         raise UsageError(f"--wheel-dir {missing[0]}: no such folder")
     start = time.monotonic()
     machine = discover(args, [*dirs, wheel_cache()], wheel_cache())  # every input checked before anything is written

@@ -1,7 +1,5 @@
 """What this machine has to repack: a CPython, nvcc, gcc, glibc, torch and the wheels around it.
-
-discover() checks every input before anything is written; a missing one is a UsageError.
-"""
+discover() checks every input before anything is written; a missing one is a UsageError."""
 
 from __future__ import annotations
 
@@ -20,18 +18,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ssm_conda.console import UsageError
-from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_LIBS, TOOL_WHEELS, TORCH_COMPANIONS
-from ssm_conda.standin.wheels import (
-    Target,
-    Wheel,
-    applicable,
-    find_wheel,
-    fits,
-    installed_nvidia,
-    parse_wheel,
-    pip_download,
-    read_metadata,
-)
+from ssm_conda.standin.catalog import BINARY_WHEELS, CONSTRAINTS, NOARCH_WHEELS, NVIDIA_LIBS, TOOL_WHEELS, TORCH_COMPANIONS
+from ssm_conda.standin.wheels import Target, Wheel, find_wheel, installed_nvidia, parse_wheel, pip_download, requirement_pins
 
 GLIBC_LIB_NAMES = (
     "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0",
@@ -113,12 +101,11 @@ def detect_cuda(cuda_home: Path) -> tuple[str, str]:
     if not (cuda_home / "targets/x86_64-linux/lib" / f"libcudart.so.{major}").exists():
         raise UsageError(f"no targets/x86_64-linux/lib/libcudart.so.{major} in {cuda_home}")
     runtime = sorted(cuda_home.glob("dist-info/nvidia_cuda_runtime-*.dist-info"))
-    version_json = cuda_home / "version.json"
     if runtime:
         return nvcc_version, runtime[-1].name.removeprefix("nvidia_cuda_runtime-").removesuffix(".dist-info")
-    if version_json.exists():
-        return nvcc_version, json.loads(version_json.read_text()).get("cuda_cudart", {}).get("version", nvcc_version)
-    return nvcc_version, nvcc_version
+    version_json = cuda_home / "version.json"
+    cudart = json.loads(version_json.read_text()).get("cuda_cudart", {}).get("version") if version_json.exists() else None
+    return nvcc_version, cudart or nvcc_version
 
 
 def detect_compilers(cc: str | None) -> tuple[str, str, str]:
@@ -137,12 +124,8 @@ def detect_compilers(cc: str | None) -> tuple[str, str, str]:
 
 def detect_glibc() -> tuple[str, list[str]]:
     version = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
-    libs = []
-    for name in GLIBC_LIB_NAMES:
-        for directory in GLIBC_DIRS:
-            if Path(directory, name).exists():
-                libs.append(str(Path(directory, name)))
-                break
+    found = (next((Path(d, name) for d in GLIBC_DIRS if Path(d, name).exists()), None) for name in GLIBC_LIB_NAMES)
+    libs = [str(path) for path in found if path]
     if not any(lib.endswith("/libc.so.6") for lib in libs):
         raise UsageError("cannot find the machine's libc.so.6")
     return version, libs
@@ -163,27 +146,24 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
         parsed = parse_wheel(path)
         if not path.is_file() or parsed is None or parsed[0].name != "torch":
             raise UsageError(f"torch wheel not found: {path}")
-        wheel = parsed[0]
-    else:
-        constraint = f"=={args.torch}.*" if args.torch else ""
-        wheel = find_wheel(dirs, "torch", constraint, target)
-        if wheel is None and not args.offline:
-            print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)",
-                  flush=True)
-            pip_download([f"torch{constraint}"], download_dir, target, getattr(args, "verbose", False))
-            wheel = find_wheel([*dirs, download_dir], "torch", constraint, target)
-        if wheel is None:
-            where = ", ".join(str(d) for d in dirs)
-            raise UsageError(f"no torch wheel for {target.tag} in {where}; pass --torch-wheel or --torch-installed")
-    if not fits(wheel.path, target):
-        raise UsageError(f"{wheel.path.name} does not install on {target.tag} linux-64")
+        if parsed[1].isdisjoint(target.supported_tags):
+            raise UsageError(f"{path.name} does not install on {target.tag} linux-64")
+        return "wheel", path, Version(parsed[0].version).public
+    constraint = f"=={args.torch}.*" if args.torch else ""
+    wheel = find_wheel(dirs, "torch", constraint, target)
+    if wheel is None and not args.offline:
+        print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)", flush=True)
+        pip_download([f"torch{constraint}"], download_dir, target, args.verbose)
+        wheel = find_wheel([*dirs, download_dir], "torch", constraint, target)
+    if wheel is None:
+        raise UsageError(f"no torch wheel for {target.tag} in {', '.join(map(str, dirs))}; "
+                         "pass --torch-wheel or --torch-installed")
     return "wheel", wheel.path, Version(wheel.version).public
 
 
 def torch_requires(kind: str, src: Path, target: Target) -> dict[str, str]:
     """{name: PEP 440 pin} of what the torch being repacked (wheel or installed) requires on the target."""
-    source = src if kind == "wheel" else sorted(src.glob("torch-*.dist-info"))[-1]  # detect_torch checked it
-    return {canonicalize_name(req.name): str(req.specifier) for req in applicable(read_metadata(source).requires, target)}
+    return requirement_pins(src if kind == "wheel" else sorted(src.glob("torch-*.dist-info"))[-1], target)
 
 
 def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
@@ -191,41 +171,34 @@ def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
     return {name: pin for name, pin in torch_requires(kind, src, target).items() if name in TORCH_COMPANIONS}
 
 
-def nvidia_wheel(machine: Machine, dirs: Sequence[Path], pypi: str, target: Target) -> Wheel | None:
-    """An NVIDIA library wheel found in `dirs` (any version), or installed beside an installed torch."""
-    wheel = find_wheel(dirs, pypi, "", target)
-    if wheel is None and machine.torch_kind == "installed":
-        wheel = installed_nvidia(machine.torch_src, pypi)
-    return wheel
+def gather(wanted: Sequence[tuple[str, str, str, str]], dirs: Sequence[Path], download_dir: Path, target: Target,
+           offline: bool, verbose: bool, installed: Path | None = None) -> dict[str, Wheel]:
+    """{conda name: wheel} for (conda name, PyPI name, constraint, what to download) each: the newest
+    wheel in `dirs` (or installed in `installed`), downloaded into `download_dir` first when missing."""
+    def find(pypi: str, constraint: str) -> Wheel | None:
+        return find_wheel(dirs, pypi, constraint, target) or (installed_nvidia(installed, pypi) if installed else None)
 
-
-def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str]]:
-    """(conda name, PyPI name, constraint) of every wheel repacked as it is."""
-    wanted = [*NOARCH_WHEELS, *BINARY_WHEELS]
-    wanted += [(name, name, constraint) for name, constraint in companions.items()]
-    wanted += [(tool, pypi, "") for tool, (pypi, _license) in TOOL_WHEELS.items()]
-    return wanted
+    missing = [download for _, pypi, constraint, download in wanted if find(pypi, constraint) is None]
+    if missing and not offline:
+        pip_download(missing, download_dir, target, verbose)
+    found = {}
+    for conda, pypi, constraint, _ in wanted:
+        if (wheel := find(pypi, constraint)) is None:
+            raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, dirs))}"
+                             f"{' (and --offline)' if offline else ''}")
+        found[conda] = wheel
+    return found
 
 
 def nvidia_wheels(machine: Machine, dirs: Sequence[Path], download_dir: Path, target: Target, offline: bool,
                   verbose: bool = False) -> dict[str, Wheel]:
-    """{conda name: wheel} of NVIDIA's CUDA libraries torch links against. A wheel found in `dirs`
-    is taken at any version; a missing one is downloaded (unless offline) at the version the torch
-    wheel pins (torch 2.14.1: nvidia-cublas==13.1.1.3, ...)."""
-    nvidia = [(conda, pypi.format(major=machine.cuda_major)) for conda, pypi, _ in NVIDIA_LIBS]
-    pins = torch_requires(machine.torch_kind, machine.torch_src, target) if machine.torch_kind == "wheel" else {}
-    missing = [pypi + pins.get(canonicalize_name(pypi), "")
-               for _, pypi in nvidia if nvidia_wheel(machine, dirs, pypi, target) is None]
-    if missing and not offline:
-        pip_download(missing, download_dir, target, verbose)
-    found = {}
-    for conda, pypi in nvidia:
-        wheel = nvidia_wheel(machine, dirs, pypi, target)
-        if wheel is None:
-            raise UsageError(f"no {pypi} wheel (for {conda}) in {', '.join(map(str, dirs))}"
-                             f"{' (and --offline)' if offline else ''}")
-        found[conda] = wheel
-    return found
+    """{conda name: wheel} of NVIDIA's CUDA libraries torch links against, at any version; a missing
+    one is downloaded at the version torch pins (torch 2.14.1: nvidia-cublas==13.1.1.3, ...)."""
+    pins = torch_requires(machine.torch_kind, machine.torch_src, target)
+    pypis = {conda: pypi.format(major=machine.cuda_major) for conda, pypi in NVIDIA_LIBS.items()}
+    wanted = [(conda, pypi, "", pypi + pins.get(canonicalize_name(pypi), "")) for conda, pypi in pypis.items()]
+    installed = machine.torch_src if machine.torch_kind == "installed" else None
+    return gather(wanted, dirs, download_dir, target, offline, verbose, installed)
 
 
 def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path) -> Machine:
@@ -248,16 +221,11 @@ def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path)
                       cc, cxx, gcc_version, glibc_version, glibc_libs, libgcc, libstdcxx,
                       torch_kind, torch_src, torch_version,
                       companions=torch_companions(torch_kind, torch_src, target))
-    wanted = wanted_wheels(machine.companions)
-    missing = [pypi + constraint for _, pypi, constraint in wanted if find_wheel(dirs, pypi, constraint, target) is None]
-    if missing and not args.offline:
-        pip_download(missing, download_dir, target, args.verbose)
-    for conda, pypi, constraint in wanted:
-        wheel = find_wheel(dirs, pypi, constraint, target)
-        if wheel is None:
-            raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, dirs))}"
-                             f"{' (and --offline)' if args.offline else ''}")
-        machine.wheels[conda] = wheel
+    wanted = [(name, name, CONSTRAINTS.get(name, ""), name + CONSTRAINTS.get(name, ""))
+              for name in (*NOARCH_WHEELS, *BINARY_WHEELS)]
+    wanted += [(name, name, pin, name + pin) for name, pin in machine.companions.items()]
+    wanted += [(tool, pypi, "", pypi) for tool, (pypi, _license) in TOOL_WHEELS.items()]
+    machine.wheels = gather(wanted, dirs, download_dir, target, args.offline, args.verbose)
     machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
     return machine
 

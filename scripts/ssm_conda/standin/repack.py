@@ -1,8 +1,5 @@
-"""Build the stand-in channel: each stand-in rendered, reused or built, with a line of progress each.
-
-The channel root also gets standin-variants.yaml: the machine's gcc and glibc versions, which the
-build merges over the variant file (see ssm_conda.build.standin_overrides).
-"""
+"""Build the stand-in channel: each stand-in rendered, reused or built, with a line of progress each;
+standin-variants.yaml at its root (the machine's gcc and glibc, see ssm_conda.build.standin_overrides)."""
 
 from __future__ import annotations
 
@@ -15,23 +12,12 @@ import yaml
 from rattler_build.progress import ProgressCallback
 
 from ssm_conda.console import Outcome, PipelineError, human_duration, human_size
+from ssm_conda.standin import reuse
 from ssm_conda.standin.host import Machine
 from ssm_conda.standin.packages import standins, write_recipe
-from ssm_conda.standin.reuse import (
-    TARGET_PLATFORM,
-    channel_pythons,
-    clean_build_dirs,
-    existing_package,
-    is_stamped,
-    package_path,
-    prune_channel,
-    recipe_digest,
-    write_stamp,
-)
 
 VARIANTS_FILE_NAME = "standin-variants.yaml"
-# zstd level 1: the big CUDA and torch packages compress in seconds, at ~10% more size than the
-# default level.
+# zstd level 1: the big CUDA and torch packages compress in seconds, at ~10% more size than the default.
 PACKAGE_FORMAT = "conda:1"
 LOGS_DIR = ".logs"  # a failed build's log, outside the served subdirs
 
@@ -46,19 +32,13 @@ class BuildLog(ProgressCallback):
         self.verbose, self.log, self.lines = verbose, log, list[str]()
 
     def on_log(self, event) -> None:  # noqa: ANN001 (rattler_build event types)
-        message = event.message.rstrip()
-        self.lines.append(message)
+        self.lines.append(event.message.rstrip())
         if self.verbose:
-            self.log(f"    {message}")
+            self.log(f"    {self.lines[-1]}")
 
     def on_build_step(self, event) -> None:  # noqa: ANN001
         if self.verbose:
             self.log(f"    {event.message or event.step_name}")
-
-    def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(self.lines) + "\n")
-        return path
 
 
 def first_line(exc: BaseException) -> str:
@@ -71,66 +51,61 @@ def build_channel(m: Machine, channel: Path, threads: int, log: Log, rebuild: fr
     """Reuse or build every stand-in of `m` into `channel`; prune what no stand-in builds any more."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
 
-    channel.mkdir(parents=True, exist_ok=True)
-    (channel / "noarch").mkdir(exist_ok=True)
+    (channel / "noarch").mkdir(parents=True, exist_ok=True)
     tool = ToolConfiguration(compression_threads=threads, test_strategy="skip")
     variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [m.py_ver]}))
-    outcomes, kept = [], set()
-    todo = standins(m)
+    outcomes, kept, todo = [], set(), standins(m)
     with tempfile.TemporaryDirectory(prefix="standin-recipes-") as tmp:
         for number, standin in enumerate(todo, 1):
-            step = f"[{number}/{len(todo)}] {standin.key}"
             recipe_path = write_recipe(standin, Path(tmp) / standin.key)
-            render = RenderConfig(PlatformConfig(target_platform=TARGET_PLATFORM),
+            render = RenderConfig(PlatformConfig(target_platform=reuse.TARGET_PLATFORM),
                                   extra_context={k: str(v) for k, v in standin.context.items()})
             try:
                 rendered = Stage0Recipe.from_file(recipe_path).render(variants, render)[0]
             except Exception as exc:  # noqa: BLE001 - rattler-build raises its own types
                 raise PipelineError(f"rendering the {standin.key} stand-in failed: {first_line(exc)}") from None
-            recipe = rendered.recipe
-            name, version, build = recipe.package.name, str(recipe.package.version), recipe.build.string
-            subdir = "noarch" if recipe.build.noarch else TARGET_PLATFORM
-            path = package_path(channel, subdir, name, version, build)
-            outcome = Outcome(f"{name} {version}", build, detail=subdir)
-            digest = recipe_digest(recipe_path, standin.context)
-            changed = path.exists() and not is_stamped(path, digest)
+            package, build = rendered.recipe.package, rendered.recipe.build
+            name, version, subdir = package.name, str(package.version), "noarch" if build.noarch else reuse.TARGET_PLATFORM
+            path = reuse.package_path(channel, subdir, name, version, build.string)
+            step = f"[{number}/{len(todo)}] {standin.key} {version}"
+            outcome = Outcome(f"{name} {version}", build.string, detail=subdir)
+            digest = reuse.recipe_digest(recipe_path, standin.context)
+            changed = path.exists() and not reuse.is_stamped(path, digest)
             if name in rebuild or "all" in rebuild or changed:
                 path.unlink(missing_ok=True)
-            found = existing_package(channel, subdir, name, version, build)
-            if found is None:
-                log(f"{step} {version} {build}: building{' (its recipe changed)' if changed else ''} ...")
-                start = time.monotonic()
-                found = build_one(rendered, channel, tool, path, BuildLog(verbose, log))
-                write_stamp(found, digest)
-                outcome.result, outcome.seconds = "rebuilt" if changed else "built", time.monotonic() - start
-                log(f"{step} {version} {outcome.result} in {human_duration(outcome.seconds)} "
-                    f"({human_size(found.stat().st_size)})")
-            else:
+            if reuse.existing_package(channel, subdir, name, version, build.string):
                 outcome.result = "reused"
                 if verbose:
-                    log(f"{step} {version} reused ({human_size(found.stat().st_size)})")
-            outcome.size = found.stat().st_size
+                    log(f"{step} reused ({human_size(path.stat().st_size)})")
+            else:
+                log(f"{step} {build.string}: building{' (its recipe changed)' if changed else ''} ...")
+                start = time.monotonic()
+                build_one(rendered, channel, tool, path, BuildLog(verbose, log))
+                reuse.write_stamp(path, digest)
+                outcome.result, outcome.seconds = "rebuilt" if changed else "built", time.monotonic() - start
+                log(f"{step} {outcome.result} in {human_duration(outcome.seconds)} ({human_size(path.stat().st_size)})")
+            outcome.size = path.stat().st_size
             outcomes.append(outcome)
-            kept.add(found)
-    clean_build_dirs(channel)
-    prune_channel(channel, kept, m.py_ver, log)
+            kept.add(path)
+    reuse.clean_build_dirs(channel)
+    reuse.prune_channel(channel, kept, m.py_ver, log)
     return outcomes
 
 
-def build_one(rendered, channel: Path, tool, path: Path, build_log: BuildLog) -> Path:  # noqa: ANN001
-    """Build one rendered stand-in into the channel; the package it wrote."""
+def build_one(rendered, channel: Path, tool, path: Path, build_log: BuildLog) -> None:  # noqa: ANN001
+    """Build one rendered stand-in into `path` in the channel; a failure's log is kept in LOGS_DIR."""
     name = path.name.removesuffix(".conda")
     try:
         rendered.run_build(tool_config=tool, output_dir=channel, channels=[channel.as_uri()],
                            package_format=PACKAGE_FORMAT, progress_callback=build_log)
     except Exception as exc:  # noqa: BLE001
-        clean_build_dirs(channel)
-        saved = build_log.save(channel / LOGS_DIR / f"{name}.log")
+        reuse.clean_build_dirs(channel)
+        saved = channel / LOGS_DIR / f"{name}.log"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text("\n".join(build_log.lines) + "\n")
         raise PipelineError(f"building the {name} stand-in failed: {first_line(exc)} (log: {saved})") from None
-    found = existing_package(channel, path.parent.name, *name.rsplit("-", 2))
-    if found is None:
+    if not reuse.is_complete_package(path):
         raise PipelineError(f"rattler-build reported success but {path.parent.name}/{path.name} is missing")
-    return found
 
 
 def variant_overrides(m: Machine) -> dict[str, list[str]]:
@@ -147,7 +122,7 @@ def write_variants_file(channel: Path, m: Machine) -> Path:
     header = (
         "# Written by `ssm-conda standin`: this stand-in channel's compilers and glibc are the\n"
         f"# machine's (gcc {m.gcc_version}, glibc {m.glibc_version}), not conda-forge's. Merge over the variant\n"
-        f"# file when building against it. It holds python {', '.join(channel_pythons(channel))}, "
+        f"# file when building against it. It holds python {', '.join(reuse.channel_pythons(channel))}, "
         f"pytorch {m.torch_version}\n# (CUDA {m.cuda_mm}) only.\n"
     )
     tmp = path.with_suffix(".tmp")

@@ -1,8 +1,6 @@
-"""What the channel directory already holds: packages, the digest stamps of their recipes, pruning.
-
-A package is reused when it is complete and was built from the same recipe (its digest stamp under
-.recipes/ matches): a package's file name only changes with its version and variant hash.
-"""
+"""What the channel directory already holds: packages, the digest stamps of their recipes, pruning. A
+package is reused when complete and built from the same recipe (its digest stamp under .recipes/
+matches): its file name only changes with its version and variant hash, not with its recipe."""
 
 from __future__ import annotations
 
@@ -14,6 +12,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from packaging.version import Version
 
 TARGET_PLATFORM = "linux-64"
 # py311 in a build string (py311h1234abc_0, cuda130_generic_py311_h...): built for CPython 3.11.
@@ -30,11 +30,7 @@ def stamp_path(package: Path) -> Path:
 
 
 def recipe_digest(recipe_path: Path, context: dict[str, Any]) -> str:
-    """sha256 over what decides a stand-in's content: its recipe, its context and the helpers it names.
-
-    A package's file name only changes with its version and variant hash, so a changed recipe (a
-    new run requirement, say) would otherwise reuse the old package.
-    """
+    """sha256 over what decides a stand-in's content: its recipe, its context and the helpers it names."""
     text = recipe_path.read_text()
     named = json.dumps(context, sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode() + b"\0" + named.encode())
@@ -50,22 +46,18 @@ def is_stamped(package: Path, digest: str) -> bool:
 
 
 def write_stamp(package: Path, digest: str) -> None:
-    stamp = stamp_path(package)
-    stamp.parent.mkdir(exist_ok=True)
-    stamp.write_text(digest)
+    stamp_path(package).parent.mkdir(exist_ok=True)
+    stamp_path(package).write_text(digest)
 
 
 def is_complete_package(path: Path) -> bool:
     """A .conda file that was written to the end (a zip with its metadata and both tarballs)."""
-    if not path.is_file():
-        return False
     try:
         with zipfile.ZipFile(path) as zf:
             names = zf.namelist()
-    except (zipfile.BadZipFile, OSError):
+    except (zipfile.BadZipFile, OSError):  # absent, a folder, or cut short
         return False
-    return "metadata.json" in names and any(n.startswith("info-") for n in names) and any(
-        n.startswith("pkg-") for n in names)
+    return "metadata.json" in names and all(any(n.startswith(part) for n in names) for part in ("info-", "pkg-"))
 
 
 def existing_package(channel: Path, subdir: str, name: str, version: str, build: str) -> Path | None:
@@ -73,8 +65,7 @@ def existing_package(channel: Path, subdir: str, name: str, version: str, build:
     path = package_path(channel, subdir, name, version, build)
     if is_complete_package(path):
         return path
-    if path.exists():
-        path.unlink()
+    path.unlink(missing_ok=True)
     return None
 
 
@@ -86,11 +77,8 @@ def clean_build_dirs(channel: Path) -> None:
 
 
 def package_python(path: Path) -> str | None:
-    """The Python X.Y a stand-in package is built for (from its file name), or None for any Python.
-
-    python-3.12.1-*, python_abi-3.12-*_cp312, and builds tagged py312 (numpy, pytorch, ...) belong
-    to 3.12; noarch packages and the toolchain belong to none.
-    """
+    """The Python X.Y a stand-in package is built for (from its file name), or None for any Python:
+    python-3.12.1-*, python_abi-3.12-* and builds tagged py312 (numpy, pytorch, ...) are 3.12's."""
     name, version, build = path.name.removesuffix(".conda").rsplit("-", 2)
     if name in ("python", "python_abi"):
         return ".".join(version.split(".")[:2])
@@ -100,20 +88,17 @@ def package_python(path: Path) -> str | None:
 
 def channel_pythons(channel: Path) -> list[str]:
     """The Pythons the channel holds a python package for, oldest first."""
-    found = {package_python(p) for p in (channel / TARGET_PLATFORM).glob("python-*.conda")} - {None}
-    return sorted(found, key=lambda v: tuple(map(int, v.split("."))))  # type: ignore[arg-type]
+    return sorted({package_python(p) for p in (channel / TARGET_PLATFORM).glob("python-*.conda")} - {None},
+                  key=Version)  # type: ignore[arg-type]
 
 
 def prune_channel(channel: Path, keep: set[Path], py_ver: str, log: Callable[[str], None]) -> list[Path]:
-    """Remove packages no stand-in builds any more (older builds of a changed stand-in recipe).
-
-    Packages of another Python stay: a channel built once per Python serves them all.
-    """
-    removed = []
-    for stale in sorted(p for sub in (TARGET_PLATFORM, "noarch") for p in (channel / sub).glob("*.conda")):
-        if stale not in keep and package_python(stale) in (None, py_ver):
-            log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
-            stale.unlink()
-            stamp_path(stale).unlink(missing_ok=True)
-            removed.append(stale)
+    """Remove packages no stand-in builds any more (older builds of a changed stand-in recipe). Packages
+    of another Python stay: a channel built once per Python serves them all."""
+    removed = sorted(p for sub in (TARGET_PLATFORM, "noarch") for p in (channel / sub).glob("*.conda")
+                     if p not in keep and package_python(p) in (None, py_ver))
+    for stale in removed:
+        log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
+        stale.unlink()
+        stamp_path(stale).unlink(missing_ok=True)
     return removed

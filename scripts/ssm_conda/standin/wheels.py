@@ -1,9 +1,5 @@
-"""PyPI wheels the stand-in repacks: which one fits, what its metadata asks for, downloading it.
-
-A wheel fits the target when one of its tags (PEP 425, read by packaging) is among those a CPython
-X.Y on linux-64 with the machine's glibc installs. Its Requires-Dist becomes conda run
-requirements: markers evaluated for that Python, PEP 440 specifiers written as conda specs.
-"""
+"""PyPI wheels the stand-in repacks: which one fits (its PEP 425 tags among those CPython X.Y on
+linux-64 with the machine's glibc installs), its metadata as conda run requirements, downloading it."""
 
 from __future__ import annotations
 
@@ -15,8 +11,9 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from importlib.metadata import Distribution, PathDistribution
+from importlib.metadata import PathDistribution
 from pathlib import Path
+from typing import NamedTuple
 
 from packaging.metadata import InvalidMetadata, Metadata
 from packaging.requirements import Requirement
@@ -40,20 +37,13 @@ class Wheel:
 
 
 def linux_platforms(glibc: str) -> list[str]:
-    """The x86_64 platform tags a glibc `glibc` runs, newest first.
-
-    packaging computes these only for the running interpreter (tags.platform_tags); the stand-in
-    needs them for a given glibc, for pip download --platform too (pip does not expand
-    perennial manylinux_2_X tags to older ones).
-    """
+    """The x86_64 platform tags a glibc runs, newest first. packaging computes these only for the
+    running interpreter; the stand-in needs them for a given glibc, for pip download --platform too
+    (pip does not expand perennial manylinux_2_X tags to older ones)."""
     major, minor = (int(part) for part in glibc.split(".")[:2])
     legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-    platforms = []
-    for glibc_minor in range(minor, 4, -1):
-        platforms.append(f"manylinux_{major}_{glibc_minor}_x86_64")
-        if glibc_minor in legacy:
-            platforms.append(f"{legacy[glibc_minor]}_x86_64")
-    return [*platforms, "linux_x86_64"]
+    tags = [tag for n in range(minor, 4, -1) for tag in (f"manylinux_{major}_{n}", legacy.get(n)) if tag]
+    return [f"{tag}_x86_64" for tag in (*tags, "linux")]
 
 
 @dataclass(frozen=True)
@@ -66,28 +56,20 @@ class Target:
 
     @property
     def tag(self) -> str:
-        """3.11 -> cp311."""
         return "cp" + self.py_ver.replace(".", "")
-
-    @property
-    def version_info(self) -> tuple[int, int]:
-        major, minor = self.py_ver.split(".")[:2]
-        return int(major), int(minor)
 
     @cached_property
     def supported_tags(self) -> frozenset[Tag]:
-        platforms = linux_platforms(self.glibc)
-        return frozenset((*cpython_tags(self.version_info, abis=[self.tag], platforms=platforms),
-                          *compatible_tags(self.version_info, self.tag, platforms)))
+        version, platforms = tuple(int(part) for part in self.py_ver.split(".")[:2]), linux_platforms(self.glibc)
+        return frozenset((*cpython_tags(version, abis=[self.tag], platforms=platforms),
+                          *compatible_tags(version, self.tag, platforms)))
 
     def marker_environment(self) -> dict[str, str]:
         """PEP 508 marker values for this Python on linux-64 (no extra requested)."""
-        return {
-            "python_version": self.py_ver, "python_full_version": self.python_full_version or f"{self.py_ver}.0",
-            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-            "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "implementation_version": self.python_full_version or f"{self.py_ver}.0", "extra": "",
-        }
+        full = self.python_full_version or f"{self.py_ver}.0"
+        return {"python_version": self.py_ver, "python_full_version": full, "implementation_version": full,
+                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+                "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 
 
 def parse_wheel(path: Path) -> tuple[Wheel, frozenset[Tag]] | None:
@@ -108,44 +90,25 @@ def fits(path: Path, target: Target) -> bool:
 def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target) -> Wheel | None:
     """The newest wheel of `name` in `dirs` that fits the target and the constraint (first dir wins a tie)."""
     spec, wanted = SpecifierSet(constraint), canonicalize_name(name)
-    best: tuple[Version, Wheel] | None = None
-    for directory in dirs:
-        for path in sorted(directory.glob("*.whl")) if directory.is_dir() else ():
-            parsed = parse_wheel(path)
-            if parsed is None or parsed[0].name != wanted or parsed[1].isdisjoint(target.supported_tags):
-                continue
-            version = Version(parsed[0].version)
-            if version in spec and (best is None or version > best[0]):
-                best = (version, parsed[0])
-    return best[1] if best else None
+    found = [parsed[0] for directory in dirs if directory.is_dir() for path in sorted(directory.glob("*.whl"))
+             if (parsed := parse_wheel(path)) and parsed[0].name == wanted and Version(parsed[0].version) in spec
+             and not parsed[1].isdisjoint(target.supported_tags)]
+    return max(found, key=lambda wheel: Version(wheel.version), default=None)  # max keeps the first of equals
 
 
-# --------------------------------------------------------------------------------------------
-# Metadata
-
-
-@dataclass(frozen=True)
-class WheelMetadata:
+class WheelMetadata(NamedTuple):
     requires: list[Requirement]
     requires_python: SpecifierSet | None
     console_scripts: list[str]  # "name = module:function", as conda recipes' entry_points
 
 
-def distribution(source: Path) -> Distribution:
-    """The distribution in a .whl file or a .dist-info directory."""
-    if source.is_dir():
-        return PathDistribution(source)
-    with zipfile.ZipFile(source) as zf:
-        dist_info = next((n.split("/")[0] for n in zf.namelist()
-                          if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+def read_metadata(source: Path) -> WheelMetadata:
+    """Requires-Dist, Requires-Python and console scripts of a .whl or an installed .dist-info."""
+    dist_info = source if source.is_dir() else next(
+        (d for d in zipfile.Path(source).iterdir() if d.name.endswith(".dist-info") and (d / "METADATA").is_file()), None)
     if dist_info is None:
         raise UsageError(f"{source} has no .dist-info/METADATA: not a wheel")
-    return PathDistribution(zipfile.Path(source, f"{dist_info}/"))  # type: ignore[arg-type]
-
-
-def read_metadata(source: Path) -> WheelMetadata:
-    """Requires-Dist, Requires-Python and console scripts of a wheel or an installed .dist-info."""
-    dist = distribution(source)
+    dist = PathDistribution(dist_info)  # type: ignore[arg-type]
     try:
         meta = Metadata.from_email(dist.read_text("METADATA") or "", validate=False)
         requires, requires_python = meta.requires_dist or [], meta.requires_python
@@ -161,6 +124,11 @@ def applicable(requires: Iterable[Requirement], target: Target) -> list[Requirem
     return [req for req in requires if req.marker is None or req.marker.evaluate(env)]
 
 
+def requirement_pins(source: Path, target: Target) -> dict[str, str]:
+    """{name: PEP 440 specifier} of what a wheel or an installed .dist-info requires on the target."""
+    return {canonicalize_name(req.name): str(req.specifier) for req in applicable(read_metadata(source).requires, target)}
+
+
 def conda_specifier(pep440: str | SpecifierSet) -> str:
     """A PEP 440 specifier set as a conda version spec: ~=3.8.0 is >=3.8.0,<3.9.0a0."""
     parts = []
@@ -170,23 +138,18 @@ def conda_specifier(pep440: str | SpecifierSet) -> str:
             release = Version(spec.version).release[:-1]
             upper = (*release[:-1], release[-1] + 1)
             parts += [f">={spec.version}", f"<{'.'.join(map(str, upper))}.0a0"]
-        elif spec.operator == "===":
-            parts.append(f"=={spec.version}")
         else:
-            parts.append(f"{spec.operator}{spec.version}")
+            parts.append(f"{'==' if spec.operator == '===' else spec.operator}{spec.version}")
     return ",".join(sorted(parts, key=lambda p: (not p.startswith(">"), p)))
-
-
-def conda_name(pypi: str) -> str:
-    canonical = canonicalize_name(pypi)
-    return CONDA_NAMES.get(canonical, canonical)
 
 
 def conda_run_requirements(requires: Iterable[Requirement], requires_python: SpecifierSet | str | None,
                            target: Target) -> list[str]:
     """Conda run requirements from a wheel's Requires-Dist and Requires-Python, for the target Python."""
     run = [f"python {conda_specifier(requires_python)}" if requires_python else "python"]
-    run += [f"{conda_name(req.name)} {conda_specifier(req.specifier)}".strip() for req in applicable(requires, target)]
+    for req in applicable(requires, target):
+        name = canonicalize_name(req.name)
+        run.append(f"{CONDA_NAMES.get(name, name)} {conda_specifier(req.specifier)}".strip())
     return run
 
 
@@ -197,21 +160,14 @@ def installed_nvidia(site: Path, pypi: str) -> Wheel | None:
         record = dist_info / "RECORD"
         if canonicalize_name(name) == canonicalize_name(pypi) and record.exists():
             files = [row.split(",", 1)[0] for row in record.read_text().splitlines()]
-            libs = [f for f in files if NVIDIA_LIB_RE.fullmatch(f)]
-            return Wheel(site, canonicalize_name(name), version, tuple(libs))
+            return Wheel(site, canonicalize_name(name), version, tuple(f for f in files if NVIDIA_LIB_RE.fullmatch(f)))
     return None
 
 
-# --------------------------------------------------------------------------------------------
-# Downloading
-
-
 def pip_download(requirements: Sequence[str], dest: Path, target: Target, verbose: bool = False) -> list[Path]:
-    """Download the wheels of `requirements` for the target from PyPI into `dest`, one at a time.
-
-    On a terminal pip draws its own progress bar (on stderr); elsewhere each download is one line
-    with its size and time. Returns the wheels that were not in `dest` before.
-    """
+    """Download the wheels of `requirements` for the target from PyPI into `dest`, one at a time; the
+    wheels that were not there before. On a terminal pip draws its own progress bar (on stderr);
+    elsewhere each download is one line with its size and time."""
     dest.mkdir(parents=True, exist_ok=True)
     show_pip = verbose or sys.stderr.isatty()
     platforms = [arg for platform in linux_platforms(target.glibc) for arg in ("--platform", platform)]

@@ -38,17 +38,17 @@ def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
                 "/usr/bin/g++-12", "12.2.0", "2.36", ["/lib/libc.so.6"], ["/lib/libgcc_s.so.1"],
                 ["/lib/libstdc++.so.6"], "wheel", torch, "2.14.1", companions={"triton": "~=3.8.0"})
     tag = f"cp{py_ver.replace('.', '')}"
-    for conda, pypi, _ in catalog.NOARCH_WHEELS:
-        scripts = ("pytest = pytest:console_main",) if conda == "pytest" else ()
-        requires = ("iniconfig>=1", "pluggy<2,>=1.5") if conda == "pytest" else ()
-        path = make_wheel(wheels, f"{pypi}-1.0-py3-none-any.whl", requires, ">=3.9", scripts)
-        m.wheels[conda] = Wheel(path, pypi, "1.0")
-    for conda, pypi, _ in (*catalog.BINARY_WHEELS, ("triton", "triton", "")):
-        m.wheels[conda] = Wheel(make_wheel(wheels, f"{pypi}-3.8.0-{tag}-{tag}-manylinux_2_28_x86_64.whl"), pypi, "3.8.0")
+    for name in catalog.NOARCH_WHEELS:
+        scripts = ("pytest = pytest:console_main",) if name == "pytest" else ()
+        requires = ("iniconfig>=1", "pluggy<2,>=1.5") if name == "pytest" else ()
+        path = make_wheel(wheels, f"{name}-1.0-py3-none-any.whl", requires, ">=3.9", scripts)
+        m.wheels[name] = Wheel(path, name, "1.0")
+    for name in (*catalog.BINARY_WHEELS, "triton"):
+        m.wheels[name] = Wheel(make_wheel(wheels, f"{name}-3.8.0-{tag}-{tag}-manylinux_2_28_x86_64.whl"), name, "3.8.0")
     for tool, (pypi, _license) in catalog.TOOL_WHEELS.items():
         m.wheels[tool] = Wheel(make_wheel(wheels, f"{pypi.replace('-', '_')}-1.0-py3-none-manylinux_2_17_x86_64.whl"),
                                pypi, "1.0")
-    for conda, pypi, _ in catalog.NVIDIA_LIBS:
+    for conda, pypi in catalog.NVIDIA_LIBS.items():
         name = pypi.format(major="13")
         m.nvidia[conda] = Wheel(make_wheel(wheels, f"{name}-13.0.1-py3-none-manylinux_2_27_x86_64.whl"), name, "13.0.1")
     return m
