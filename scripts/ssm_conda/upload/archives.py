@@ -12,25 +12,24 @@ import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from rattler.package import IndexJson
 
 from ssm_conda.channels import find_packages
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import Selection, select
 from ssm_conda.sources import sha256_of
 from ssm_conda.upload.credentials import one_line
+from ssm_conda.upload.served import repodata_filenames
 
 # cuda130_py312_torch213_h<hash>_0 (recipe/recipe.yaml, build.string)
-BUILD_STRING_RE = re.compile(r"cuda(?P<cuda>\d+)_py(?P<python>\d+)_torch(?P<torch>\d+)_h[0-9a-f]+_\d+")
+BUILD_STRING_RE = re.compile(r"(?P<variant>cuda(?P<cuda>\d+)_py(?P<python>\d+)_torch(?P<torch>\d+))_h[0-9a-f]+_\d+")
 
 
 @dataclass
 class LocalPackage:
     path: Path
     subdir: str
-    name: str = ""
-    version: str = ""
-    build: str = ""
     size: int = 0
     sha256: str = ""
     problem: str | None = None
@@ -40,10 +39,15 @@ class LocalPackage:
         return self.path.name
 
     @property
+    def build_match(self) -> re.Match[str] | None:
+        """The build string taken from the file name (the pre-check holds it to index.json's)."""
+        parts = self.filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
+        return BUILD_STRING_RE.fullmatch(parts[-1]) if len(parts) == 3 else None
+
+    @property
     def variant(self) -> str:
         """cuda130_py312_torch213 for our packages, '-' for anything else."""
-        match = BUILD_STRING_RE.fullmatch(self.build or build_from_filename(self.filename) or "")
-        return match.group(0).split("_h")[0] if match else "-"
+        return self.build_match["variant"] if self.build_match else "-"
 
 
 def local_packages(output_dir: Path) -> list[LocalPackage]:
@@ -55,23 +59,13 @@ def local_packages(output_dir: Path) -> list[LocalPackage]:
     return [LocalPackage(path=p, subdir=p.parent.name, size=p.stat().st_size) for p in paths]
 
 
-def build_from_filename(filename: str) -> str | None:
-    parts = filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
-    return parts[2] if len(parts) == 3 else None
-
-
 def filter_packages(packages: list[LocalPackage], selection: Selection) -> list[LocalPackage]:
     """Keep the packages whose build string matches the selectors (validated against variants/)."""
-    if selection.cuda is None and selection.python is None and selection.torch is None:
+    wanted = {k: v.replace(".", "") for k, v in vars(selection).items() if k != "arch" and v is not None}
+    if not wanted:
         return packages
     select(selection)  # raises UsageError for values variants/ does not accept
-    wanted = {k: v.replace(".", "") for k, v in vars(selection).items() if k != "arch" and v is not None}
-    kept = []
-    for pkg in packages:
-        match = BUILD_STRING_RE.fullmatch(pkg.build or build_from_filename(pkg.filename) or "")
-        if match and all(match.group(k) == v for k, v in wanted.items()):
-            kept.append(pkg)
-    return kept
+    return [p for p in packages if p.build_match and all(p.build_match[k] == v for k, v in wanted.items())]
 
 
 def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage]:
@@ -83,35 +77,21 @@ def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage
     return chosen
 
 
-def local_repodata(output_dir: Path, subdir: str) -> dict[str, Any]:
+def _zip_problem(path: Path) -> str | None:
+    # rattler reads only the info-* member: a corrupt pkg-* member would go unnoticed.
     try:
-        data = json.loads((output_dir / subdir / "repodata.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {**data.get("packages", {}), **data.get("packages.conda", {})}
-
-
-def _zip_problem(pkg: LocalPackage) -> str | None:
-    try:
-        with zipfile.ZipFile(pkg.path) as archive:
-            names = archive.namelist()
+        with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError) as exc:
         return f"not a valid .conda archive ({exc})"
-    if bad is not None:
-        return f"corrupt .conda archive (member {bad} fails its CRC check)"
-    if "metadata.json" not in names or not any(n.startswith("info-") for n in names):
-        return "not a valid .conda archive (no metadata.json / info-*.tar.zst)"
-    return None
+    return f"corrupt .conda archive (member {bad} fails its CRC check)" if bad else None
 
 
-def check_package(pkg: LocalPackage, indexed: dict[str, Any]) -> None:
-    """Fill in name/version/build/sha256, or set `problem`."""
-    from rattler.package import IndexJson
-
+def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
+    """Fill in sha256, or set `problem`; `indexed` is the local repodata's filename -> sha256."""
     pkg.problem = "empty file" if pkg.size == 0 else None
     if pkg.problem is None and pkg.filename.endswith(".conda"):
-        pkg.problem = _zip_problem(pkg)
+        pkg.problem = _zip_problem(pkg.path)
     if pkg.problem:
         return
     try:
@@ -119,25 +99,29 @@ def check_package(pkg: LocalPackage, indexed: dict[str, Any]) -> None:
     except Exception as exc:  # rattler raises its own exception types
         pkg.problem = f"not a valid conda archive ({one_line(exc, 120)})"
         return
-    pkg.name, pkg.version, pkg.build = index.name.normalized, str(index.version), str(index.build)
     ext = ".conda" if pkg.filename.endswith(".conda") else ".tar.bz2"
-    expected = f"{pkg.name}-{pkg.version}-{pkg.build}{ext}"
+    expected = f"{index.name.normalized}-{index.version}-{index.build}{ext}"
     if pkg.filename != expected:
         pkg.problem = f"file name does not match its index.json (expected {expected})"
     elif index.subdir and index.subdir != pkg.subdir:
         pkg.problem = f"lies in {pkg.subdir}/ but its index.json says subdir {index.subdir}"
     else:
         pkg.sha256 = sha256_of(pkg.path)
-        record = indexed.get(pkg.filename)
-        if record and record.get("sha256") and record["sha256"] != pkg.sha256:
+        listed = indexed.get(pkg.filename)
+        if listed and listed != pkg.sha256:
             pkg.problem = "sha256 differs from the channel's repodata.json (file changed or truncated)"
 
 
 def check_all(packages: list[LocalPackage], output_dir: Path) -> list[LocalPackage]:
-    """Check every package; returns the invalid ones."""
-    indexed: dict[str, dict[str, Any]] = {}
+    """Check every package against its subdir's local repodata, if indexed; returns the invalid ones."""
+    indexed: dict[str, dict[str, str]] = {}  # subdir -> filename -> sha256
     for pkg in packages:
-        check_package(pkg, indexed.setdefault(pkg.subdir, local_repodata(output_dir, pkg.subdir)))
+        if pkg.subdir not in indexed:
+            try:
+                indexed[pkg.subdir] = repodata_filenames(json.loads((output_dir / pkg.subdir / "repodata.json").read_text()))
+            except (OSError, ValueError):
+                indexed[pkg.subdir] = {}
+        check_package(pkg, indexed[pkg.subdir])
     return [p for p in packages if p.problem]
 
 

@@ -1,11 +1,10 @@
 """Credentials: from the environment, or found where rattler-build finds them, never from options.
 
-rattler's auth storage is $RATTLER_AUTH_FILE (if set), the keyring, ~/.rattler/credentials.json and
-~/.netrc, written by `rattler-build auth login` and `pixi auth login`. With no key in the
-environment the upload functions get api_key=None and look the credential up there themselves.
-We read $RATTLER_AUTH_FILE only to name the entry in messages and to authenticate our own
-repodata reads; a keyring entry stays invisible to us, so those reads go out anonymously.
-Every value we see is registered here and masked in everything printed.
+rattler's auth storage ($RATTLER_AUTH_FILE if set, the keyring, ~/.rattler/credentials.json, ~/.netrc) is
+written by `rattler-build auth login` and `pixi auth login`. With no key in the environment the upload
+functions get api_key=None and look the credential up there themselves. We read $RATTLER_AUTH_FILE only
+to name the entry in messages and to authenticate our own repodata reads; a keyring entry stays invisible
+to us, so those reads go out anonymously. Every value we see is registered here and masked in all output.
 """
 
 from __future__ import annotations
@@ -68,75 +67,50 @@ def lookup_keys(url: str) -> list[str]:
     host = parsed.hostname or ""
     if not host:
         return []
-    keys = [host]
     if parsed.scheme == "s3":
         path = url.rstrip("/")
-        while path.count("/") > 2:
-            keys.append(path)
-            path = path.rsplit("/", 1)[0]
-        return [*keys, path]
+        return [host, *(path.rsplit("/", i)[0] for i in range(path.count("/") - 1))]
     try:
         ipaddress.ip_address(host)
-        return keys
+        return [host]
     except ValueError:
         labels = host.split(".")
-        return keys + [f"*.{'.'.join(labels[i:])}" for i in range(len(labels))]
+        return [host, *(f"*.{'.'.join(labels[i:])}" for i in range(len(labels)))]
 
 
-@dataclass(frozen=True)
-class AuthFile:
-    """$RATTLER_AUTH_FILE: a JSON object mapping storage keys to credentials."""
-
-    path: Path | None
-    entries: dict[str, Any]
-
-    @classmethod
-    def from_env(cls, env: dict[str, str]) -> AuthFile:
-        value = env.get("RATTLER_AUTH_FILE")
-        if not value:
-            return cls(None, {})
-        path = Path(value)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise PipelineError(f"RATTLER_AUTH_FILE points to {path}, which does not exist") from exc
-        except (OSError, ValueError) as exc:
-            raise PipelineError(f"RATTLER_AUTH_FILE {path} is not a readable JSON file: {one_line(exc)}") from exc
-        if not isinstance(data, dict):
-            raise PipelineError(f"RATTLER_AUTH_FILE {path} must hold a JSON object keyed by host")
-        return cls(path, data)
-
-    def find(self, url: str) -> tuple[str, Any] | None:
-        """The entry rattler would use for `url` and the key it is stored under."""
-        return next(((key, self.entries[key]) for key in lookup_keys(url) if key in self.entries), None)
+def read_auth_file(env: dict[str, str]) -> tuple[Path | None, dict[str, Any]]:
+    """$RATTLER_AUTH_FILE, if set: its path, and the JSON object mapping storage keys to credentials."""
+    if not env.get("RATTLER_AUTH_FILE"):
+        return None, {}
+    path = Path(env["RATTLER_AUTH_FILE"])
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise PipelineError(f"RATTLER_AUTH_FILE points to {path}, which does not exist") from exc
+    except (OSError, ValueError) as exc:
+        raise PipelineError(f"RATTLER_AUTH_FILE {path} is not a readable JSON file: {one_line(exc)}") from exc
+    if not isinstance(data, dict):
+        raise PipelineError(f"RATTLER_AUTH_FILE {path} must hold a JSON object keyed by host")
+    return path, data
 
 
-def credential_from_entry(
-    key: str, entry: Any, kinds: Sequence[str], auth_file: Path | None = None
-) -> Credential | None:
+def stored_entry(entries: dict[str, Any], url: str) -> tuple[str, Any] | None:
+    """The entry rattler would use for `url` and the key it is stored under."""
+    return next(((key, entries[key]) for key in lookup_keys(url) if key in entries), None)
+
+
+def credential_from_entry(key: str, entry: Any, kinds: Sequence[str], auth_file: Path | None = None) -> Credential | None:
     """A credential of one of `kinds` from an auth-file entry, or None."""
-    if not isinstance(entry, dict):
-        return None
     source = f"$RATTLER_AUTH_FILE[{key}]"
     for kind in kinds:
-        value = entry.get(kind)
+        value = entry.get(kind) if isinstance(entry, dict) else None
+        if isinstance(value, str) and kind.endswith("Token"):  # BearerToken, CondaToken
+            return Credential(source, register_secret(value), auth_file=auth_file)
         if kind == "BasicHTTP" and isinstance(value, dict) and value.get("password"):
             return Credential(source, register_secret(value["password"]), username=value.get("username"),
                               auth_file=auth_file)
-        if kind == "S3Credentials" and isinstance(value, dict) and value.get("access_key_id") and value.get(
-            "secret_access_key"
-        ):
-            return Credential(
-                source,
-                auth_file=auth_file,
-                access_key_id=register_secret(value["access_key_id"]),
-                secret_access_key=register_secret(value["secret_access_key"]),
-                session_token=register_secret(value.get("session_token")),
-            )
-        if isinstance(value, str) and kind not in ("BasicHTTP", "S3Credentials"):
-            return Credential(source, register_secret(value), auth_file=auth_file)
+        if kind == "S3Credentials" and isinstance(value, dict) and value.get("access_key_id") and value.get("secret_access_key"):
+            return Credential(source, auth_file=auth_file, access_key_id=register_secret(value["access_key_id"]),
+                              secret_access_key=register_secret(value["secret_access_key"]),
+                              session_token=register_secret(value.get("session_token")))
     return None
-
-
-def entry_kinds(entry: Any) -> str:
-    return "/".join(entry) if isinstance(entry, dict) and entry else "nothing usable"

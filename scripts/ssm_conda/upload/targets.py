@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
+import rattler_build
+
 from ssm_conda.console import PipelineError
 from ssm_conda.upload.archives import LocalPackage
-from ssm_conda.upload.credentials import (
-    AuthFile,
-    Credential,
-    credential_from_entry,
-    entry_kinds,
-    register_secret,
-)
+from ssm_conda.upload.credentials import Credential, credential_from_entry, read_auth_file, register_secret, stored_entry
 from ssm_conda.upload.served import NotFound, http_get_json, repodata_filenames
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
@@ -42,12 +39,11 @@ class Target:
     help = ""
     env_var = ""
     auth_kinds: tuple[str, ...] = ("BearerToken",)
-    login_flag = "--token"
 
     def __init__(self, args: argparse.Namespace, env: dict[str, str]):
         self.args = args
         self.env = env
-        self.auth_file = AuthFile.from_env(env)
+        self.auth_file, self.auth_entries = read_auth_file(env)
         self.credential: Credential | None = None
         self._unusable: tuple[str, Any] | None = None  # an auth-file entry of a kind we cannot use
 
@@ -63,26 +59,27 @@ class Target:
     def host(self) -> str:
         return urlparse(self.server_url()).hostname or self.server_url()
 
-    def channel_display(self) -> str:
+    def channel_url(self) -> str:
+        """Where the channel is served: SUBDIR/repodata.json and SUBDIR/FILENAME below it."""
         raise NotImplementedError
+
+    def channel_display(self) -> str:
+        return self.channel_url()
 
     def destination(self, pkg: LocalPackage) -> str:
-        raise NotImplementedError
+        return join(self.channel_url(), pkg.subdir, pkg.filename)
 
     def repodata_url(self, subdir: str) -> str:
-        raise NotImplementedError
+        return join(self.channel_url(), subdir, "repodata.json")
 
     # ---- credentials
     def find_credential(self) -> Credential | None:
         value = self.env.get(self.env_var)
         if value:
             return Credential(f"${self.env_var}", token=register_secret(value), passed=True)
-        return self.stored_credential()
-
-    def stored_credential(self) -> Credential | None:
-        found = self.auth_file.find(self.server_url())
+        found = stored_entry(self.auth_entries, self.server_url())
         if found:
-            credential = credential_from_entry(*found, self.auth_kinds, self.auth_file.path)
+            credential = credential_from_entry(*found, self.auth_kinds, self.auth_file)
             if credential is None:
                 self._unusable = found  # rattler-build stops at this entry too
             return credential
@@ -91,13 +88,8 @@ class Target:
         return None
 
     def rattler_finds_credential(self) -> bool:
-        """Whether rattler-build finds a credential for this server in its auth storage.
-
-        Its upload functions look the credential up before they touch the files: given no files,
-        they answer exactly that and send nothing.
-        """
-        import rattler_build
-
+        """Whether rattler-build finds a credential for this server in its auth storage: its upload
+        functions look the credential up before they touch the files, so given none they send nothing."""
         try:
             self.rattler_upload([], None, None)
         except rattler_build.RattlerBuildError:
@@ -105,21 +97,21 @@ class Target:
         return True
 
     def login_command(self) -> str:
-        return f"`rattler-build auth login {self.host()} {self.login_flag} TOKEN` (or `pixi auth login` likewise)"
+        flag = "--conda-token" if self.auth_kinds[0] == "CondaToken" else "--token"
+        return f"`rattler-build auth login {self.host()} {flag} TOKEN` (or `pixi auth login` likewise)"
 
     def missing_credential_hint(self) -> str:
         hint = f"no credentials for {self.label}: set {self.env_var}, or log in with {self.login_command()}"
         if self._unusable:
             key, entry = self._unusable
-            hint += f"; $RATTLER_AUTH_FILE[{key}] holds {entry_kinds(entry)}, {self.label} takes {'/'.join(self.auth_kinds)}"
+            holds = "/".join(entry) if isinstance(entry, dict) and entry else "nothing usable"
+            hint += f"; $RATTLER_AUTH_FILE[{key}] holds {holds}, {self.label} takes {'/'.join(self.auth_kinds)}"
         return hint
 
     def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
-        """An error of the upload or of the credential check, with what to do about credentials.
-
-        rattler-build's Quetz and Artifactory errors do not say the status ("Server responded
-        with error"): with a stored credential the hint is given unless the error is clearly another.
-        """
+        """An error of the upload or of the credential check, with what to do about credentials. rattler-build's
+        Quetz and Artifactory errors do not say the status ("Server responded with error"): with a stored
+        credential the hint is given unless the error is clearly another."""
         credential = self.credential
         if credential and credential.passed:
             return f"{message} ({credential.source} was refused)" if AUTH_FAILURE_RE.search(message) else message
@@ -137,7 +129,14 @@ class Target:
 
     # ---- state on the server
     def read_headers(self) -> dict[str, str]:
-        return {}
+        """Our repodata reads carry the credential where we know it (a keyring entry we do not)."""
+        credential = self.credential
+        if not credential or not credential.token:
+            return {}
+        if credential.username is not None:
+            pair = base64.b64encode(f"{credential.username}:{credential.token}".encode()).decode()
+            return {"Authorization": f"Basic {pair}"}
+        return {"Authorization": f"Bearer {credential.token}"}
 
     def served(self, subdir: str) -> dict[str, str]:
         """filename -> sha256 of what the channel's repodata lists for `subdir` ({} if none yet)."""
@@ -147,10 +146,8 @@ class Target:
             return {}
 
     def already_present(self, packages: Sequence[LocalPackage]) -> dict[str, str]:
-        present: dict[str, str] = {}
-        for subdir in sorted({p.subdir for p in packages}):
-            present.update(self.served(subdir))
-        return present
+        subdirs = sorted({p.subdir for p in packages})
+        return {name: sha256 for subdir in subdirs for name, sha256 in self.served(subdir).items()}
 
     # ---- sending
     def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
@@ -166,15 +163,6 @@ class Target:
         """Anything needed before the channel serves the new files (S3: indexing)."""
 
 
-def _bearer_or_basic(credential: Credential | None) -> dict[str, str]:
-    if not credential or not credential.token:
-        return {}
-    if credential.username is not None:
-        pair = base64.b64encode(f"{credential.username}:{credential.token}".encode()).decode()
-        return {"Authorization": f"Basic {pair}"}
-    return {"Authorization": f"Bearer {credential.token}"}
-
-
 class PrefixTarget(Target):
     name = "prefix"
     help = "prefix.dev (API key, login or trusted publishing)"
@@ -186,38 +174,23 @@ class PrefixTarget(Target):
         parser.add_argument("--channel", required=True, help="prefix.dev channel name")
         parser.add_argument("--url", default="https://prefix.dev", help="server URL (self-hosted instances)")
 
-    def channel_display(self) -> str:
+    def channel_url(self) -> str:
         return join(self.args.url, self.args.channel)
 
-    def destination(self, pkg: LocalPackage) -> str:
-        return join(self.args.url, self.args.channel, pkg.subdir, pkg.filename)
-
-    def repodata_url(self, subdir: str) -> str:
-        return join(self.args.url, self.args.channel, subdir, "repodata.json")
-
     def find_credential(self) -> Credential | None:
-        if self.env.get(self.env_var):
-            return super().find_credential()
-        if self.env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and self.env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN"):
-            register_secret(self.env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"])
+        oidc = self.env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and self.env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+        if oidc and not self.env.get(self.env_var):
+            register_secret(oidc)
             return Credential(TRUSTED_PUBLISHING)  # rattler-build does the exchange
         return super().find_credential()
 
     def missing_credential_hint(self) -> str:
-        return super().missing_credential_hint() + (
-            ", or run in GitHub Actions with `permissions: id-token: write` (trusted publishing)"
-        )
-
-    def read_headers(self) -> dict[str, str]:
-        return _bearer_or_basic(self.credential)
+        trusted = ", or run in GitHub Actions with `permissions: id-token: write` (trusted publishing)"
+        return super().missing_credential_hint() + trusted
 
     def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        import rattler_build
-
-        rattler_build.upload_package_to_prefix(
-            files, self.args.url, self.args.channel, api_key=key, auth_file=auth_file,
-            skip_existing=self.args.skip_existing,
-        )
+        rattler_build.upload_package_to_prefix(files, self.args.url, self.args.channel, api_key=key, auth_file=auth_file,
+                                               skip_existing=self.args.skip_existing)
 
 
 class AnacondaTarget(Target):
@@ -226,7 +199,6 @@ class AnacondaTarget(Target):
     label = "anaconda.org"
     env_var = "ANACONDA_API_KEY"
     auth_kinds = ("CondaToken",)
-    login_flag = "--conda-token"
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
@@ -235,34 +207,21 @@ class AnacondaTarget(Target):
         parser.add_argument("--url", default="https://api.anaconda.org", help="API URL")
         parser.add_argument("--channel-url", default="https://conda.anaconda.org", help="where channels are served from")
 
-    def channel_base(self) -> str:
+    def channel_url(self) -> str:
         base = join(self.args.channel_url, self.args.owner)
         return base if self.args.label == "main" else join(base, "label", self.args.label)
 
-    def channel_display(self) -> str:
-        return self.channel_base()
-
-    def destination(self, pkg: LocalPackage) -> str:
-        return join(self.channel_base(), pkg.subdir, pkg.filename)
-
-    def repodata_url(self, subdir: str) -> str:
-        return join(self.channel_base(), subdir, "repodata.json")
+    def read_headers(self) -> dict[str, str]:
+        return {}  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
 
     def check_credential(self) -> None:
-        if not (self.credential and self.credential.token):
-            return
-        try:
-            http_get_json(join(self.args.url, "user"), {"Authorization": f"token {self.credential.token}"}, self.label)
-        except NotFound:
-            pass
+        if self.credential and self.credential.token:
+            with contextlib.suppress(NotFound):  # an API without /user
+                http_get_json(join(self.args.url, "user"), {"Authorization": f"token {self.credential.token}"}, self.label)
 
     def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        import rattler_build
-
-        rattler_build.upload_package_to_anaconda(
-            files, self.args.owner, channel=[self.args.label], api_key=key, url=self.args.url, force=False,
-            auth_file=auth_file,
-        )
+        rattler_build.upload_package_to_anaconda(files, self.args.owner, channel=[self.args.label], api_key=key,
+                                                 url=self.args.url, force=False, auth_file=auth_file)
 
 
 class QuetzTarget(Target):
@@ -271,21 +230,14 @@ class QuetzTarget(Target):
     label = "quetz"
     env_var = "QUETZ_API_KEY"
     auth_kinds = ("CondaToken",)
-    login_flag = "--conda-token"
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--url", required=True, help="server URL, e.g. https://quetz.example.org")
         parser.add_argument("--channel", required=True, help="channel name on the server")
 
-    def channel_display(self) -> str:
+    def channel_url(self) -> str:
         return join(self.args.url, "get", self.args.channel)
-
-    def destination(self, pkg: LocalPackage) -> str:
-        return join(self.channel_display(), pkg.subdir, pkg.filename)
-
-    def repodata_url(self, subdir: str) -> str:
-        return join(self.channel_display(), subdir, "repodata.json")
 
     def read_headers(self) -> dict[str, str]:
         return {"X-API-Key": self.credential.token} if self.credential and self.credential.token else {}
@@ -297,15 +249,12 @@ class QuetzTarget(Target):
         if not isinstance(http_get_json(join(self.args.url, "api/api-keys"), self.read_headers(), self.label), list):
             raise PipelineError(f"quetz at {self.args.url} did not accept the API key")
         try:
-            http_get_json(join(self.args.url, "api/channels", quote(self.args.channel)), self.read_headers(), "quetz")
+            http_get_json(join(self.args.url, "api/channels", quote(self.args.channel)), self.read_headers(), self.label)
         except NotFound as exc:
-            raise PipelineError(
-                f"quetz channel {self.args.channel!r} does not exist at {self.args.url} (create it first)"
-            ) from exc
+            message = f"quetz channel {self.args.channel!r} does not exist at {self.args.url} (create it first)"
+            raise PipelineError(message) from exc
 
     def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        import rattler_build
-
         rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, api_key=key, auth_file=auth_file)
 
 
@@ -322,24 +271,11 @@ class ArtifactoryTarget(Target):
         parser.add_argument("--channel", required=True, help="repository key")
         parser.add_argument("--channel-url", help="where the channel is served (default: URL/api/conda/CHANNEL)")
 
-    def channel_base(self) -> str:
+    def channel_url(self) -> str:
         return self.args.channel_url or join(self.args.url, "api/conda", self.args.channel)
-
-    def channel_display(self) -> str:
-        return self.channel_base()
 
     def destination(self, pkg: LocalPackage) -> str:
         return join(self.args.url, self.args.channel, pkg.subdir, pkg.filename)
 
-    def repodata_url(self, subdir: str) -> str:
-        return join(self.channel_base(), subdir, "repodata.json")
-
-    def read_headers(self) -> dict[str, str]:
-        return _bearer_or_basic(self.credential)
-
     def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        import rattler_build
-
-        rattler_build.upload_package_to_artifactory(
-            files, self.args.url, self.args.channel, token=key, auth_file=auth_file
-        )
+        rattler_build.upload_package_to_artifactory(files, self.args.url, self.args.channel, token=key, auth_file=auth_file)

@@ -58,7 +58,7 @@ def test_precheck_rejects_renamed_and_misplaced_files(channel, built):
     assert "index.json says subdir noarch" in pkg.problem
 
     pkg = archives.LocalPackage(channel / "noarch" / built[0].name, "noarch", size=built[0].stat().st_size)
-    archives.check_package(pkg, {built[0].name: {"sha256": "0" * 64}})
+    archives.check_package(pkg, {built[0].name: "0" * 64})
     assert "sha256 differs" in pkg.problem
 
 

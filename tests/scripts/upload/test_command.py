@@ -15,7 +15,7 @@ QUETZ = ["quetz", "--url", "http://q.example", "--channel", "c"]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["ftp"], f"unknown target 'ftp'; {ACCEPTED}"),
+        (["ftp"], "invalid choice: 'ftp' (choose from 'prefix', 'anaconda', 'quetz', 'artifactory', 's3')"),
         ([], f"name a target; {ACCEPTED}"),
         (["--dry-run"], f"name a target; {ACCEPTED}"),
         (["prefix"], "the following arguments are required: --channel"),
@@ -43,6 +43,7 @@ def test_usage_errors_are_one_line(upload_cli, capsys, channel, args, message):
         ["--token=SECRET-VALUE-1", *QUETZ],
         ["--api-kye", "SECRET-VALUE-1", *QUETZ],
         ["artifactory", "--url", "http://a.example", "--ch=SECRET-VALUE-1"],  # ambiguous abbreviation
+        [*QUETZ, "--ver=SECRET-VALUE-1"],  # ambiguous among the common options, to `ssm-conda upload` itself too
         [*QUETZ, "SECRET-VALUE-1"],
     ],
 )
@@ -51,7 +52,7 @@ def test_a_mistyped_secret_option_is_never_echoed(upload_cli, capsys, args):
     assert upload_cli(args) == 2
     err = capsys.readouterr().err
     assert "SECRET-VALUE-1" not in err and len(err.strip().splitlines()) == 1, err
-    option = next((a.split("=")[0] for a in args if a.startswith(("--api-kye", "--token", "--ch="))), None)
+    option = next((a.split("=")[0] for a in args if a.startswith(("--api-kye", "--token", "--ch=", "--ver="))), None)
     assert option is None or option in err, err
 
 
