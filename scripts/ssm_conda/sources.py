@@ -1,4 +1,4 @@
-"""The upstream sdist the recipe pins: downloaded once, checked against the recipe's sha256."""
+"""The upstream sdist a recipe pins: downloaded once, checked against the recipe's sha256, patched."""
 
 from __future__ import annotations
 
@@ -14,22 +14,22 @@ from pathlib import Path
 import yaml
 
 from ssm_conda.console import PipelineError
-from ssm_conda.paths import RECIPE, RECIPE_DIR, cache_dir
+from ssm_conda.paths import RECIPE, cache_dir
 
 
-def recipe_source() -> dict:
+def recipe_source(recipe_path: Path = RECIPE) -> dict:
     """The recipe's source entry, ${{ version }} filled in from its context; url: the mirrors, in order."""
-    recipe = yaml.safe_load(RECIPE.read_text())
+    recipe = yaml.safe_load(recipe_path.read_text())
     source = dict(recipe["source"])
     urls = source["url"] if isinstance(source["url"], list) else [source["url"]]
     source["url"] = [url.replace("${{ version }}", str(recipe["context"]["version"])) for url in urls]
     return source
 
 
-def fetch_sdist() -> Path:
+def fetch_sdist(recipe_path: Path = RECIPE) -> Path:
     """The pinned sdist in the cache; downloaded (atomically, from the first mirror that answers) and
     sha-checked when missing."""
-    source = recipe_source()
+    source = recipe_source(recipe_path)
     target = cache_dir() / "sources" / source["url"][0].rsplit("/", 1)[1]
     if target.is_file() and sha256_of(target) == source["sha256"]:
         return target
@@ -53,15 +53,15 @@ def fetch_sdist() -> Path:
     raise PipelineError("cannot download the sdist: " + "; ".join(errors))
 
 
-def unpack_patched(destination: Path, patches: bool = True) -> Path:
+def unpack_patched(destination: Path, patches: bool = True, recipe_path: Path = RECIPE) -> Path:
     """Unpack the sdist into destination and apply the recipe's patches in order, like the build."""
-    with tarfile.open(fetch_sdist()) as tar:
+    with tarfile.open(fetch_sdist(recipe_path)) as tar:
         tar.extractall(destination, filter="data")
     (root,) = destination.iterdir()
     if patches:
-        for patch in recipe_source()["patches"]:
+        for patch in recipe_source(recipe_path)["patches"]:
             subprocess.run(
-                ["patch", "-p1", "--batch", "--forward", "-i", str(RECIPE_DIR / patch)],
+                ["patch", "-p1", "--batch", "--forward", "-i", str(recipe_path.parent / patch)],
                 cwd=root, check=True, capture_output=True, text=True,
             )
     return root
