@@ -31,7 +31,7 @@ def sdist() -> Path:
 def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     """sys.path entries giving upstream's causal_conv1d package on the CPU stand-in extension.
 
-    Upstream's Python interface comes from the pinned sdist; tests/recipe/cpu_kernel replaces
+    Upstream's Python interface comes from the pinned sdist; tests/recipe/causal_conv1d/cpu_kernel replaces
     the compiled causal_conv1d_cuda. The kernel tests and the benchmark run on it without a GPU.
     """
     from ssm_conda.sources import unpack_patched
@@ -41,4 +41,4 @@ def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     del sdist  # downloaded by its fixture; unpack_patched reads it from the cache
     root = unpack_patched(tmp_path_factory.mktemp("sdist"))
     assert (root / "causal_conv1d" / "cpp_functions.py").is_file()
-    return [root, REPO_ROOT / "tests" / "recipe" / "cpu_kernel"]
+    return [root, REPO_ROOT / "tests" / "recipe" / "causal_conv1d" / "cpu_kernel"]

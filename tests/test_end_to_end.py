@@ -25,7 +25,7 @@ from ssm_conda.channels import install_into_prefix
 from ssm_conda.console import human_duration, human_size
 from ssm_conda.paths import cache_dir
 
-from tests.recipe.recipe_modules import load_recipe_module
+from tests.recipe.causal_conv1d.recipe_modules import load_recipe_module
 
 CUDA, TORCH, ARCH = "13.0", "2.14", "9.0"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
@@ -97,7 +97,7 @@ def ccache(tmp_path_factory) -> Path:
 
 
 def assert_gpu_tests_skipped_with_reason(output: str) -> None:
-    """recipe/tests ran on this GPU-less machine: the CPU checks passed; the 360 kernel tests and
+    """recipe/causal-conv1d/tests ran on this GPU-less machine: the CPU checks passed; the 360 kernel tests and
     upstream's subset (collected: its file and einops and triton are in the test environment) were
     skipped, saying why; the rest of upstream's file was deselected."""
     assert f"{recipe_conftest.SKIP_MARKER} no NVIDIA driver on this machine" in output, output[-3000:]
@@ -243,7 +243,7 @@ def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
 
     result = subprocess.run([*command, "--allow-no-gpu"], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    # The package stores two tests: the import test (0) and recipe/tests (1); package_contents
+    # The package stores two tests: the import test (0) and recipe/causal-conv1d/tests (1); package_contents
     # is checked at build time only.
     logs = sorted((tmp_path / "logs").glob("*.log"))
     assert [p.name.rsplit(".", 2)[1] for p in logs] == ["test0", "test1"], logs

@@ -30,9 +30,9 @@ from ssm_conda.matrix import PlannedVariant, Selection, plan
 from ssm_conda.paths import cache_dir
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
-CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/build.sh (a build secret: never recorded)
+CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
 CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
-# `ccache --show-stats`, which recipe/build.sh prints at the end of a build that used the cache:
+# `ccache --show-stats`, which recipe/shared/build-extension.sh prints at the end of a build that used the cache:
 # "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)" (the build script's stderr, such
 # as a `set -x` trace, can land between the two).
 CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s*Hits:\s+(\d+)")

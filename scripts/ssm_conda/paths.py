@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RECIPE_DIR = REPO_ROOT / "recipe"
+RECIPES_DIR = REPO_ROOT / "recipe"  # one folder per package, and shared/ for what they share
+RECIPE_DIR = RECIPES_DIR / "causal-conv1d"
 RECIPE = RECIPE_DIR / "recipe.yaml"
 VARIANTS_DIR = REPO_ROOT / "variants"
 

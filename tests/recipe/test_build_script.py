@@ -1,4 +1,4 @@
-"""recipe/build.sh sizes MAX_JOBS and NVCC_THREADS from the CPUs and memory the build may use.
+"""recipe/shared/build-extension.sh sizes MAX_JOBS and NVCC_THREADS from the CPUs and memory the build may use.
 
 The real script runs under bash against a fake /proc and /sys/fs/cgroup (CAUSAL_CONV1D_PROBE_ROOT)
 with a stand-in $PYTHON that records what `pip install` would have been given. CPU_COUNT is 16 and
@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ssm_conda.paths import RECIPE_DIR
+from ssm_conda.paths import RECIPE_DIR, RECIPES_DIR
 
 GIB = 1 << 30
 V1_UNLIMITED = "9223372036854771712"
@@ -25,10 +25,11 @@ def run_build_sh(tmp_path: Path, probe_root: Path | None, cpus: int = 16, **env:
     environ = {k: v for k, v in os.environ.items()
                if k not in ("MAX_JOBS", "NVCC_THREADS", "CAUSAL_CONV1D_CCACHE_DIR", "CAUSAL_CONV1D_PROBE_ROOT")}
     environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(RECIPE_DIR),
+                   PKG_NAME="causal-conv1d",
                    TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), **env)
     if probe_root is not None:
         environ["CAUSAL_CONV1D_PROBE_ROOT"] = str(probe_root)
-    subprocess.run(["bash", str(RECIPE_DIR / "build.sh")], cwd=tmp_path, env=environ,
+    subprocess.run(["bash", str(RECIPES_DIR / "shared" / "build-extension.sh")], cwd=tmp_path, env=environ,
                    check=True, capture_output=True, text=True)
     max_jobs, nvcc_threads = recorded.read_text().split()
     return max_jobs, nvcc_threads

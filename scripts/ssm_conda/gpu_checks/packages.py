@@ -5,7 +5,7 @@
     ssm-conda gpu-test output/ --channel conda-forge --channel ./extra-channel
 
 Each package's embedded tests run in a fresh environment solved from --channel (conda-forge by
-default): the import test, then recipe/tests (kernels vs references, arch coverage, the upstream
+default): the import test, then recipe/causal-conv1d/tests (kernels vs references, arch coverage, the upstream
 subset). A GPU is required by default: this command refuses to start without one, and a test run
 whose GPU tests were skipped counts as failed. rattler-build gives tests a clean environment
 (CAUSAL_CONV1D_REQUIRE_GPU is set here, but does not reach them), so the tests themselves

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-# Printed by recipe/tests/conftest.py at the end of a pytest run whose GPU tests did not run.
+# Printed by recipe/causal-conv1d/tests/conftest.py at the end of a pytest run whose GPU tests did not run.
 SKIP_MARKER = "causal-conv1d GPU tests skipped:"
 REQUIRED_MARKER = "causal-conv1d GPU required but unusable:"
 PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")

@@ -5,11 +5,11 @@
     PY_WITH_ITS_TORCH -m ssm_conda gpu-wheel prepare --wheel   # also build the wheel (no GPU needed)
     ssm-conda gpu-wheel run --wheel gpu-wheel/dist/causal_conv1d-*.whl
 
-`prepare` unpacks the pinned sdist and applies recipe/patches (so the GPU machine needs neither
+`prepare` unpacks the pinned sdist and applies recipe/causal-conv1d/patches (so the GPU machine needs neither
 network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
 torch and nvcc (TORCH_CUDA_ARCH_LIST from --arch, default this GPU's), installs it into a folder
-of its own (the machine's Python is left as it was), runs the script test of recipe/recipe.yaml
-(its commands, env and files, read from the recipe: check_arch.py, recipe/tests and the upstream
+of its own (the machine's Python is left as it was), runs the script test of recipe/causal-conv1d/recipe.yaml
+(its commands, env and files, read from the recipe: check_arch.py, recipe/causal-conv1d/tests and the upstream
 subset) with the GPU required, then ssm-conda bench-kernels.
 Results land in --out (default gpu-wheel/results): build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
 summary.json, and a summary table is printed. This is the quick path for a GPU machine without
@@ -241,7 +241,7 @@ class TestSection:
 
 
 def recipe_test_section(archs: str) -> TestSection:
-    """The script test of recipe/recipe.yaml, with this build's arch list for ${{ cuda_arch_list }}."""
+    """The script test of recipe/causal-conv1d/recipe.yaml, with this build's arch list for ${{ cuda_arch_list }}."""
     recipe = yaml.safe_load(RECIPE.read_text())
     (script,) = [t for t in recipe["tests"] if "script" in t]
     env = {k: str(v).replace("${{ cuda_arch_list }}", archs) for k, v in script["script"].get("env", {}).items()}
@@ -389,7 +389,7 @@ def run_checks(args: argparse.Namespace) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
-    prep = sub.add_parser("prepare", help="unpack the pinned sdist and apply recipe/patches into --dir")
+    prep = sub.add_parser("prepare", help="unpack the pinned sdist and apply recipe/causal-conv1d/patches into --dir")
     prep.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to put it (default {DEFAULT_DIR.name}/)")
     prep.add_argument("--wheel", action="store_true",
                       help="also build the wheel with this Python's torch (the GPU machine's version), for run --wheel")

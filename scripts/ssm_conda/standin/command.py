@@ -1,4 +1,4 @@
-"""Build an offline stand-in conda channel for building recipe/recipe.yaml without conda-forge.
+"""Build an offline stand-in conda channel for building recipe/causal-conv1d/recipe.yaml without conda-forge.
 
 Every package the recipe asks for (python, pip, pytorch, the CUDA libraries, cuda-nvcc_linux-64,
 the compilers, the sysroot, ...) is repacked, under conda-forge's name, by a small rattler-build

@@ -22,7 +22,7 @@ from ssm_conda.sources import sha256_of
 from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.served import repodata_filenames
 
-# cuda130_py312_torch213_h<hash>_0 (recipe/recipe.yaml, build.string)
+# cuda130_py312_torch213_h<hash>_0 (recipe/causal-conv1d/recipe.yaml, build.string)
 BUILD_STRING_RE = re.compile(r"(?P<variant>cuda(?P<cuda>\d+)_py(?P<python>\d+)_torch(?P<torch>\d+))_h[0-9a-f]+_\d+")
 
 

@@ -1,5 +1,5 @@
 """ssm-conda bench-kernels without a GPU: a one-line error and a non-zero exit; its pure parts; a whole run on the
-CPU stand-in of the extension (tests/recipe/cpu_kernel), where only the CUDA-event timer is swapped out."""
+CPU stand-in of the extension (tests/recipe/causal_conv1d/cpu_kernel), where only the CUDA-event timer is swapped out."""
 
 from __future__ import annotations
 

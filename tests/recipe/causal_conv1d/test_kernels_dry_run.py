@@ -1,4 +1,4 @@
-"""recipe/tests/test_kernels.py run on the CPU against a stand-in extension: the tests themselves work.
+"""recipe/causal-conv1d/tests/test_kernels.py run on the CPU against a stand-in extension: the tests themselves work.
 
 No GPU is here, so the package's kernel tests would only ever be skipped. This runs them with
 CAUSAL_CONV1D_TEST_DEVICE=cpu, beneath upstream's real Python interface (from the pinned sdist)
@@ -21,12 +21,11 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
+from ssm_conda.paths import RECIPE_DIR
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-KERNEL_TESTS = REPO_ROOT / "recipe" / "tests" / "test_kernels.py"
+KERNEL_TESTS = RECIPE_DIR / "tests" / "test_kernels.py"
 # "test_fwd_bwd[bug=silu_grad-float32-2-...]": planted_bugs.py's parameter comes first.
 BUG_ID = re.compile(r"^(\w+)\[bug=(\w+)-(.+)\]$")
 

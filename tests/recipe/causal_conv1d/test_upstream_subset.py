@@ -1,7 +1,7 @@
 """The bounded subset of upstream's tests/test_causal_conv1d.py, collected from the real file.
 
-The package's test section copies upstream's test file next to recipe/tests, and
-recipe/tests/conftest.py keeps only UPSTREAM_SUBSET of its ~10,000 cases. Here the same layout is
+The package's test section copies upstream's test file next to recipe/causal-conv1d/tests, and
+recipe/causal-conv1d/tests/conftest.py keeps only UPSTREAM_SUBSET of its ~10,000 cases. Here the same layout is
 collected (no GPU is needed to collect) under upstream's real Python interface and the CPU
 stand-in extension, and the selection is checked against what upstream's file really
 parametrizes, so that a new sdist cannot silently widen, empty or bypass the subset:
@@ -30,7 +30,7 @@ import pytest
 from ssm_conda.gpu_checks.wheel import copy_test_files, recipe_test_section
 from ssm_conda.paths import REPO_ROOT
 
-from tests.recipe.recipe_modules import load_recipe_module
+from tests.recipe.causal_conv1d.recipe_modules import load_recipe_module
 
 # Written next to the copied tests and loaded with -p: records every collected upstream case
 # (name, parameters as strings) and whether the conftest kept it.
@@ -60,7 +60,7 @@ conftest = load_recipe_module("conftest")
 
 
 def collect(tmp: Path, source_root: Path, sys_path: list[Path], **env: str) -> dict:
-    """pytest --collect-only over the package's test layout: recipe/tests + upstream's file in tests/."""
+    """pytest --collect-only over the package's test layout: recipe/causal-conv1d/tests + upstream's file in tests/."""
     for module in ("einops", "triton"):
         assert importlib.util.find_spec(module), f"collecting upstream's tests needs {module} (requirements-dev.txt)"
     work = tmp / "test"
@@ -133,7 +133,7 @@ def test_the_subset_is_bounded_and_covers_every_rule(subset):
     stated = re.search(r"(\d+)-case subset of\s+upstream's own", readme)
     assert stated and int(stated.group(1)) == sum(selected.values()), (stated and stated.group(0), selected)
     assert total > 10 * sum(selected.values())
-    assert subset["ours"] >= 360  # recipe/tests beside it are collected too
+    assert subset["ours"] >= 360  # recipe/causal-conv1d/tests beside it are collected too
 
 
 def test_full_mode_takes_all_but_the_race_test(tmp_path, source_root, cpu_causal_conv1d, subset):

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# recipe.yaml's build script.
+# The build script of every package in recipe/: a PyTorch CUDA extension pip-installed from its
+# patched sdist. What differs per package comes from its recipe's script env.
 set -euxo pipefail
 
 # The CUDA toolkit of the build environment (cuda-nvcc), never a system one.
 export CUDA_HOME="${BUILD_PREFIX}"
-export CAUSAL_CONV1D_FORCE_BUILD=TRUE
-# TORCH_CUDA_ARCH_LIST comes from the variant (cuda_arch_list); patch 0002 makes setup.py obey it.
+# TORCH_CUDA_ARCH_LIST comes from the variant (cuda_arch_list); each package's patches make its
+# setup.py obey it.
 : "${TORCH_CUDA_ARCH_LIST:?set by the recipe from the variant key cuda_arch_list}"
 
 # Parallelism from what this build may use: one nvcc process peaks near 2 GB per thread (measured:
@@ -71,7 +72,7 @@ set -x
 # the cache is used only as configured below.
 export TORCH_NO_COMPILER_WRAPPER=1
 
-# Optional compiler cache, kept outside the output channel: scripts/build.py points
+# Optional compiler cache, kept outside the output channel: `ssm-conda build` points
 # CAUSAL_CONV1D_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
 # hashed relative to it, so variants built in other build directories (a rebuild after a recipe
 # change, another Python) reuse the CUDA objects.
@@ -109,7 +110,7 @@ fi
 "${PYTHON}" -m pip install . -vv --no-deps --no-build-isolation --no-index
 # pip records the build's work directory as where the package came from; a conda package has no
 # such source, and the path would leak into the package.
-rm -f "${SP_DIR}"/causal_conv1d-*.dist-info/direct_url.json
+rm -f "${SP_DIR}/${PKG_NAME//-/_}"-*.dist-info/direct_url.json
 
 if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
   # Verbose: a compile that ccache could not cache is counted under its reason.

@@ -1,7 +1,7 @@
-"""recipe/tests on a machine without a GPU: every GPU test skips with the reason, or fails when required.
+"""recipe/causal-conv1d/tests on a machine without a GPU: every GPU test skips with the reason, or fails when required.
 
-Runs pytest on recipe/tests in a subprocess with this Python (with or without torch: the reason
-differs, the outcome must not). Also the upstream-subset selection of recipe/tests/conftest.py.
+Runs pytest on recipe/causal-conv1d/tests in a subprocess with this Python (with or without torch: the reason
+differs, the outcome must not). Also the upstream-subset selection of recipe/causal-conv1d/tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.recipe.recipe_modules import RECIPE_TESTS, load_recipe_module
+from tests.recipe.causal_conv1d.recipe_modules import RECIPE_TESTS, load_recipe_module
 
 conftest = load_recipe_module("conftest")
 

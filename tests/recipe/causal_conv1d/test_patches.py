@@ -1,4 +1,4 @@
-"""Every patch in recipe/patches applies cleanly, in order, to the real pinned sdist."""
+"""Every patch in recipe/causal-conv1d/patches applies cleanly, in order, to the real pinned sdist."""
 
 import re
 import subprocess

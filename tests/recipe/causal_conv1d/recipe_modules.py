@@ -1,6 +1,6 @@
-"""The package's own test modules (recipe/tests/*.py), loaded by path for the tests here.
+"""The package's own test modules (recipe/causal-conv1d/tests/*.py), loaded by path for the tests here.
 
-recipe/tests is what the package ships for its test section, not a Python package, so its
+recipe/causal-conv1d/tests is what the package ships for its test section, not a Python package, so its
 modules are loaded by file under a private name rather than imported.
 """
 
@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-RECIPE_TESTS = Path(__file__).resolve().parents[2] / "recipe" / "tests"
+RECIPE_TESTS = Path(__file__).resolve().parents[3] / "recipe" / "causal-conv1d" / "tests"
 
 
 def load_recipe_module(stem: str) -> ModuleType:
-    """recipe/tests/<stem>.py as a fresh module named recipe_tests_<stem>."""
+    """recipe/causal-conv1d/tests/<stem>.py as a fresh module named recipe_tests_<stem>."""
     spec = importlib.util.spec_from_file_location(f"recipe_tests_{stem}", RECIPE_TESTS / f"{stem}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
