@@ -7,9 +7,15 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = REPO_ROOT / "recipe"  # one folder per package, and shared/ for what they share
+# Build order: a package comes after the packages it needs (mamba-ssm calls causal_conv1d).
+PACKAGES = ("causal-conv1d", "mamba-ssm")
 RECIPE_DIR = RECIPES_DIR / "causal-conv1d"
 RECIPE = RECIPE_DIR / "recipe.yaml"
 VARIANTS_DIR = REPO_ROOT / "variants"
+
+
+def recipe_of(package: str) -> Path:
+    return RECIPES_DIR / package / "recipe.yaml"
 
 
 def cache_dir() -> Path:
