@@ -108,20 +108,22 @@ def assert_gpu_tests_skipped_with_reason(output: str) -> None:
     assert passed >= 2 and skipped >= 360 + 532 and deselected > 10_000, summary.group(0)
 
 
-def build_variant(channel: Path, output: Path, python: str, ccache: Path) -> tuple[Path, str, float]:
-    """build.py for one variant, its output streamed (a long compile shows progress in the CI log)."""
+def build_variant(channel: Path, output: Path, python: str, ccache: Path,
+                  package_name: str = "causal-conv1d") -> tuple[Path, str, float]:
+    """`ssm-conda build --package NAME` for one variant, its output streamed (a long compile shows
+    progress in the CI log)."""
     start = time.monotonic()
-    command = [sys.executable, "-m", "ssm_conda", "build", "--channel", channel.as_uri(),
+    command = [sys.executable, "-m", "ssm_conda", "build", "--package", package_name, "--channel", channel.as_uri(),
                "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--arch", ARCH]
     env = {**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
             print(line, end="", flush=True)
     seconds = time.monotonic() - start
-    assert process.returncode == 0, "build.py failed (log above)"
+    assert process.returncode == 0, "ssm-conda build failed (log above)"
     tag = f"cuda{CUDA.replace('.', '')}_py{python.replace('.', '')}_torch{TORCH.replace('.', '')}_h"
-    (package,) = output.glob(f"*/causal-conv1d-*-{tag}*.conda")
-    (log,) = output.glob(f"build-logs/{tag}*.log")
+    (package,) = output.glob(f"*/{package_name}-*-{tag}*.conda")
+    (log,) = output.glob(f"build-logs/{package_name}-{tag}*.log")
     print(f"\npython {python} build: {human_duration(seconds)}, package {human_size(package.stat().st_size)}")
     return package, log.read_text(errors="replace"), seconds
 

@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -27,7 +28,7 @@ from rattler_build.progress import ProgressCallback
 from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.matrix import PlannedVariant, Selection, plan
-from ssm_conda.paths import cache_dir
+from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
@@ -39,7 +40,10 @@ CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s
 
 
 def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
-    """--cuda/--python/--torch/--arch, shared by every CLI that selects variants."""
+    """--package/--cuda/--python/--torch/--arch, shared by every CLI that selects variants."""
+    parser.add_argument("--package", action="append", choices=PACKAGES,
+                        help="build this package (repeatable; default: all, in build order) and what it needs "
+                        "that the output channel lacks")
     parser.add_argument("--cuda", help="CUDA version of a file in variants/ (e.g. 13.0)")
     parser.add_argument("--python", help="Python X.Y (default: every one in variants/)")
     parser.add_argument("--torch", help="pytorch minor X.Y (default: every one in variants/)")
@@ -50,7 +54,21 @@ def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def selection_from_args(args: argparse.Namespace) -> Selection:
-    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch)
+    packages = tuple(p for p in PACKAGES if p in (args.package or PACKAGES))
+    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch, packages=packages)
+
+
+def with_needs(selection: Selection) -> Selection:
+    """The selection plus every package a selected one needs (skip_present_needs then drops the
+    variants of those that the output channel has already)."""
+    needed = {n for p in selection.packages for n in NEEDS.get(p, ()) if n not in selection.packages}
+    return replace(selection, packages=tuple(p for p in PACKAGES if p in needed or p in selection.packages))
+
+
+def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str], output_dir: Path) -> list[PlannedVariant]:
+    """Drop the variants of packages that were not asked for but that the output channel has already."""
+    return [v for v in variants if v.package in requested
+            or not list(output_dir.glob(f"*/{v.package}-*-{v.build_string}.conda"))]
 
 
 def configure_plan(parser: argparse.ArgumentParser) -> None:
@@ -195,7 +213,8 @@ def build_one(
     )
     start = time.monotonic()
     outcome = Outcome(variant.package, variant.label)
-    progress = Progress(variant.label, args.verbose, output_dir / "build-logs" / f"{variant.build_string}.log")
+    log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
+    progress = Progress(f"{variant.package} {variant.label}", args.verbose, log)
     try:
         with cuda_override(variant.cuda):
             result = variant.rendered.run_build(
@@ -223,12 +242,12 @@ def build_one(
     return outcome
 
 
-def planned(args: argparse.Namespace) -> tuple[list[str], list[PlannedVariant]]:
+def planned(args: argparse.Namespace, selection: Selection | None = None) -> tuple[list[str], list[PlannedVariant]]:
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
     overrides = standin_overrides(channels)
     if overrides:
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
-    return channels, plan(selection_from_args(args), overrides=overrides)
+    return channels, plan(selection or selection_from_args(args), overrides=overrides)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -237,15 +256,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    channels, variants = planned(args)
-
     output_dir = Path(args.output_dir).resolve()
+    requested = selection_from_args(args).packages
+    channels, variants = planned(args, with_needs(selection_from_args(args)))
+    variants = skip_present_needs(variants, requested, output_dir)
+
     configure_compiler_cache(args.no_cache, output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     print(f"building {len(variants)} variant(s) into {output_dir} from {', '.join(channels)}")
     outcomes = []
     for i, variant in enumerate(variants, 1):
-        step = f"[{i}/{len(variants)}] {variant.label}"
+        step = f"[{i}/{len(variants)}] {variant.package} {variant.label}"
         print(f"{step} ({variant.build_string}, archs {variant.archs})", flush=True)
         outcome = build_one(variant, channels, output_dir, args)
         print(f"{step}: {outcome.result} in {human_duration(outcome.seconds or 0)}", flush=True)

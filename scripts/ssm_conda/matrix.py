@@ -19,7 +19,7 @@ import yaml
 from ssm_conda.archs import resolve_arch_option
 from ssm_conda.console import UsageError, one_of
 from ssm_conda.machine import detect_compute_capabilities
-from ssm_conda.paths import RECIPE, VARIANTS_DIR
+from ssm_conda.paths import PACKAGES, VARIANTS_DIR, recipe_of
 
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
@@ -76,6 +76,7 @@ class Selection:
     python: str | None = None
     torch: str | None = None
     arch: str | None = None
+    packages: tuple[str, ...] = PACKAGES  # in build order
 
 
 @dataclass
@@ -148,29 +149,34 @@ def plan(
     selection: Selection = Selection(),
     files: Sequence[VariantFile] | None = None,
     detect: Callable[[], list[str]] = detect_compute_capabilities,
-    recipe: Path = RECIPE,
+    recipes: Sequence[Path] | None = None,
     overrides: dict[str, list[str]] | None = None,
 ) -> list[PlannedVariant]:
-    """Every selected variant, rendered by rattler-build (offline: nothing is solved)."""
+    """Every selected variant of every selected package, rendered by rattler-build (offline: nothing
+    is solved), in build order: a package's variants after those of the packages it needs."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
-    stage0 = Stage0Recipe.from_file(str(recipe))
     render_config = RenderConfig(PlatformConfig(target_platform=TARGET_PLATFORM))
+    configs = select(selection, files, detect, overrides)
     planned = []
-    for vfile, config in select(selection, files, detect, overrides):
-        variant_config = VariantConfig(config, vfile.data.get("zip_keys"))
-        for rendered in stage0.render(variant_config, render_config):
-            used = rendered.variant
-            planned.append(
-                PlannedVariant(
-                    cuda=used["cuda_compiler_version"],
-                    python=used["python"],
-                    torch=used["pytorch"],
-                    archs=used["cuda_arch_list"],
-                    build_string=rendered.recipe.build.string,
-                    variant_file=vfile,
-                    config={k: [v] for k, v in used.items() if k != "target_platform"},
-                    rendered=rendered,
-                )
-            )
+    for recipe in recipes or [recipe_of(p) for p in selection.packages]:
+        stage0 = Stage0Recipe.from_file(str(recipe))
+        for vfile, config in configs:
+            planned += _rendered(stage0, vfile, VariantConfig(config, vfile.data.get("zip_keys")), render_config)
     return planned
+
+
+def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:
+    return [
+        PlannedVariant(
+            cuda=rendered.variant["cuda_compiler_version"],
+            python=rendered.variant["python"],
+            torch=rendered.variant["pytorch"],
+            archs=rendered.variant["cuda_arch_list"],
+            build_string=rendered.recipe.build.string,
+            variant_file=vfile,
+            config={k: [v] for k, v in rendered.variant.items() if k != "target_platform"},
+            rendered=rendered,
+        )
+        for rendered in stage0.render(variant_config, render_config)
+    ]

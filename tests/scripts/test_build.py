@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from ssm_conda import build
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, plan
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
 from ssm_conda.paths import REPO_ROOT
 
 
@@ -31,7 +31,9 @@ def test_plan_prints_the_whole_matrix():
 def test_plan_with_selectors_and_overrides():
     result = run_cli("plan", "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0")
     assert result.returncode == 0, result.stderr
-    assert "cuda130_py311_torch214_h" in result.stdout and "1 variant(s)" in result.stdout
+    assert "cuda130_py311_torch214_h" in result.stdout and "2 variant(s)" in result.stdout
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == ["causal-conv1d", "mamba-ssm"]
 
 
 @pytest.mark.parametrize(
@@ -67,7 +69,7 @@ def test_standin_overrides_are_read_from_file_channels(tmp_path):
     (tmp_path / build.STANDIN_OVERRIDES).write_text("c_compiler_version: ['12']\nc_stdlib_version: ['2.36']\n")
     overrides = build.standin_overrides(["conda-forge", tmp_path.as_uri()])
     assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
-    (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14"), overrides=overrides)
+    (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14", packages=("causal-conv1d",)), overrides=overrides)
     assert f"gcc_{TARGET_PLATFORM} 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]
 
 
@@ -137,3 +139,27 @@ def test_builds_solve_for_the_variants_cuda_even_with_an_older_driver(tmp_path, 
     outcome = build.build_one(fake_variant("13.0", run_build), ["conda-forge"], tmp_path / "out", args)
     assert seen == [expected] and outcome.result == "skipped"
     assert os.environ.get("CONDA_OVERRIDE_CUDA") == user_value  # restored
+
+
+def test_a_package_brings_what_it_needs_unless_the_channel_has_it(tmp_path):
+    """--package mamba-ssm builds causal-conv1d first where the output channel lacks that variant."""
+    selection = build.with_needs(Selection(cuda="13.0", python="3.12", torch="2.13", arch="9.0", packages=("mamba-ssm",)))
+    assert selection.packages == ("causal-conv1d", "mamba-ssm")
+    variants = plan(selection)
+    assert [v.package for v in variants] == ["causal-conv1d", "mamba-ssm"]
+    assert build.skip_present_needs(variants, ("mamba-ssm",), tmp_path) == variants
+    (tmp_path / "linux-64").mkdir()
+    (tmp_path / "linux-64" / f"causal-conv1d-1.7.0-{variants[0].build_string}.conda").write_bytes(b"")
+    assert [v.package for v in build.skip_present_needs(variants, ("mamba-ssm",), tmp_path)] == ["mamba-ssm"]
+    # asked for explicitly, it is built again (or skipped by --skip-existing, rattler-build's own check)
+    assert build.skip_present_needs(variants, ("causal-conv1d", "mamba-ssm"), tmp_path) == variants
+
+
+def test_mamba_ssm_shares_the_variant_scheme_and_pins():
+    """Both packages of one variant: the same build string, mamba-ssm's run pins the torch minor and causal-conv1d."""
+    cc, mamba = plan(Selection(cuda="13.0", python="3.12", torch="2.13", arch="9.0"))
+    assert (cc.package, mamba.package) == ("causal-conv1d", "mamba-ssm")
+    assert cc.build_string == mamba.build_string
+    run = [str(r) for r in mamba.rendered.recipe.requirements.run]
+    assert "pytorch 2.13.* cuda*" in run and "causal-conv1d >=1.7,<2" in run
+    assert not any(name in " ".join(run) for name in ("tilelang", "quack", "tvm", "ninja"))

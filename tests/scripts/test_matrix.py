@@ -5,6 +5,7 @@ import re
 import pytest
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, Selection, load_variant_files, plan, select
+from ssm_conda.paths import PACKAGES
 
 FILES = load_variant_files()
 ALL = plan()
@@ -42,8 +43,10 @@ def test_sm103_never_in_cuda13_defaults():
 
 
 def test_full_matrix_size():
-    assert len(ALL) == sum(len(f.pythons) * len(f.torches) for f in FILES)
-    assert len({v.build_string for v in ALL}) == len(ALL)
+    """Every (CUDA, Python, torch) once per package, causal-conv1d's first (mamba-ssm needs them)."""
+    per_package = sum(len(f.pythons) * len(f.torches) for f in FILES)
+    assert [v.package for v in ALL] == [p for p in PACKAGES for _ in range(per_package)]
+    assert len({(v.package, v.build_string) for v in ALL}) == len(ALL)
 
 
 @pytest.mark.parametrize("variant", ALL, ids=lambda v: v.label)
@@ -70,7 +73,7 @@ def test_each_variant_renders_with_expected_pins(variant):
 
 
 def test_python_and_torch_outside_the_files_are_overrides():
-    (v,) = plan(Selection(cuda="13.0", python="3.11", torch="2.14", arch="9.0"))
+    (v,) = plan(Selection(cuda="13.0", python="3.11", torch="2.14", arch="9.0", packages=("causal-conv1d",)))
     assert (v.python, v.torch, v.archs) == ("3.11", "2.14", "9.0")
     assert v.build_string.startswith("cuda130_py311_torch214_h")
 

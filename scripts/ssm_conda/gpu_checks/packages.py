@@ -29,8 +29,7 @@ from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.gpu_checks.verdict import judge
 from ssm_conda.machine import detect_compute_capabilities
-
-PACKAGE_NAME = "causal-conv1d"
+from ssm_conda.paths import PACKAGES
 
 
 def cuda_version_of(depends: Sequence[str]) -> str | None:
@@ -118,9 +117,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    packages = find_packages(args.packages, name=PACKAGE_NAME)
+    packages = [p for name in PACKAGES for p in find_packages(args.packages, name=name)]
     if not packages:
-        raise UsageError(f"no {PACKAGE_NAME} package in {', '.join(args.packages)} (build first, or name a .conda file)")
+        raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} "
+                         "(build first, or name a .conda file)")
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
     require_gpu = not args.allow_no_gpu
     os.environ["CAUSAL_CONV1D_REQUIRE_GPU"] = "1" if require_gpu else "0"

@@ -37,7 +37,7 @@ def test_not_a_conda_package(tmp_path):
 
 def test_directory_without_packages(tmp_path):
     (tmp_path / "linux-64").mkdir()
-    one_line_error(run(str(tmp_path)), 2, "no causal-conv1d package in")
+    one_line_error(run(str(tmp_path)), 2, "no causal-conv1d or mamba-ssm package in")
 
 
 def test_missing_channel_directory(tmp_path):
