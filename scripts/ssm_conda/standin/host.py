@@ -190,6 +190,15 @@ def gather(wanted: Sequence[tuple[str, str, str, str]], dirs: Sequence[Path], do
     return found
 
 
+def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """gather()'s list for every wheel repacked under its own name: pure-Python, binary, torch's
+    companions at torch's pins, build tools."""
+    wanted = [(name, name, CONSTRAINTS.get(name, ""), name + CONSTRAINTS.get(name, ""))
+              for name in (*NOARCH_WHEELS, *BINARY_WHEELS)]
+    wanted += [(name, name, pin, name + pin) for name, pin in companions.items()]
+    return wanted + [(tool, pypi, "", pypi) for tool, (pypi, _license) in TOOL_WHEELS.items()]
+
+
 def nvidia_wheels(machine: Machine, dirs: Sequence[Path], download_dir: Path, target: Target, offline: bool,
                   verbose: bool = False) -> dict[str, Wheel]:
     """{conda name: wheel} of NVIDIA's CUDA libraries torch links against, at any version; a missing
@@ -221,11 +230,7 @@ def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path)
                       cc, cxx, gcc_version, glibc_version, glibc_libs, libgcc, libstdcxx,
                       torch_kind, torch_src, torch_version,
                       companions=torch_companions(torch_kind, torch_src, target))
-    wanted = [(name, name, CONSTRAINTS.get(name, ""), name + CONSTRAINTS.get(name, ""))
-              for name in (*NOARCH_WHEELS, *BINARY_WHEELS)]
-    wanted += [(name, name, pin, name + pin) for name, pin in machine.companions.items()]
-    wanted += [(tool, pypi, "", pypi) for tool, (pypi, _license) in TOOL_WHEELS.items()]
-    machine.wheels = gather(wanted, dirs, download_dir, target, args.offline, args.verbose)
+    machine.wheels = gather(wanted_wheels(machine.companions), dirs, download_dir, target, args.offline, args.verbose)
     machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
     return machine
 

@@ -13,6 +13,18 @@ from ssm_conda.standin.wheels import Wheel
 TORCH_REQUIRES = ("filelock", 'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
                   'triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"')
 
+# Requires-Dist of a few fake wheels, as the real ones say (transformers 5.18.0 trimmed, tokenizers 0.23.3)
+REQUIRES = {
+    "pytest": ("iniconfig>=1", "pluggy<2,>=1.5"),
+    "transformers": ("huggingface-hub<3.0,>=1.31.0", "numpy>=1.17", "pyyaml>=5.1", "tokenizers<0.24.0,>=0.23.1",
+                     "typer", "typing-extensions>=4.1.0", 'colorama; platform_system == "Windows"',
+                     'accelerate>=1.1.0; extra == "torch"'),
+    "tokenizers": ("huggingface-hub<3.0,>=0.16.4",),
+}
+REQUIRES_PYTHON = {"transformers": ">=3.10.0"}
+SCRIPTS = {"pytest": ("pytest = pytest:console_main",),
+           "transformers": ("transformers = transformers.cli.transformers:main",)}
+
 
 def make_wheel(directory: Path, filename: str, requires: tuple[str, ...] = (), requires_python: str | None = None,
                console_scripts: tuple[str, ...] = ()) -> Path:
@@ -39,12 +51,14 @@ def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
                 ["/lib/libstdc++.so.6"], "wheel", torch, "2.14.1", companions={"triton": "~=3.8.0"})
     tag = f"cp{py_ver.replace('.', '')}"
     for name in catalog.NOARCH_WHEELS:
-        scripts = ("pytest = pytest:console_main",) if name == "pytest" else ()
-        requires = ("iniconfig>=1", "pluggy<2,>=1.5") if name == "pytest" else ()
-        path = make_wheel(wheels, f"{name}-1.0-py3-none-any.whl", requires, ">=3.9", scripts)
+        scripts = SCRIPTS.get(name, ())
+        path = make_wheel(wheels, f"{name.replace('-', '_')}-1.0-py3-none-any.whl", REQUIRES.get(name, ()),
+                          REQUIRES_PYTHON.get(name, ">=3.9"), scripts)
         m.wheels[name] = Wheel(path, name, "1.0")
     for name in (*catalog.BINARY_WHEELS, "triton"):
-        m.wheels[name] = Wheel(make_wheel(wheels, f"{name}-3.8.0-{tag}-{tag}-manylinux_2_28_x86_64.whl"), name, "3.8.0")
+        path = make_wheel(wheels, f"{name.replace('-', '_')}-3.8.0-{tag}-{tag}-manylinux_2_28_x86_64.whl",
+                          REQUIRES.get(name, ()))
+        m.wheels[name] = Wheel(path, name, "3.8.0")
     for tool, (pypi, _license) in catalog.TOOL_WHEELS.items():
         m.wheels[tool] = Wheel(make_wheel(wheels, f"{pypi.replace('-', '_')}-1.0-py3-none-manylinux_2_17_x86_64.whl"),
                                pypi, "1.0")

@@ -15,7 +15,7 @@ def by_key(fake_machine) -> dict[str, packages.StandIn]:
 def test_every_catalog_name_is_a_standin_and_back(fake_machine):
     """--rebuild accepts exactly the stand-ins' names."""
     assert set(by_key(fake_machine)) == catalog.all_names()
-    assert len(packages.standins(fake_machine)) == len(catalog.all_names()) == 47
+    assert len(packages.standins(fake_machine)) == len(catalog.all_names()) == 74
 
 
 def test_build_order_puts_python_first_and_pytorch_last(fake_machine):
@@ -34,6 +34,20 @@ def test_run_requirements_come_from_the_wheels(fake_machine):
     torch = standins["pytorch"]
     assert torch.run[-1] == "triton >=3.8.0,<3.9.0a0" and "nccl" in torch.run and "cuda-cudart" in torch.run
     assert torch.context["version_xy_next"] == "2.15.0a0" and torch.context["cuda_mm"] == "13.0"
+
+
+def test_transformers_runs_on_its_requirements_under_conda_names(fake_machine):
+    """transformers (mamba-ssm's run requirement) is noarch, its run list its Requires-Dist for
+    linux-64 without extras: huggingface-hub as huggingface_hub, typing-extensions as typing_extensions."""
+    standins = by_key(fake_machine)
+    transformers = standins["transformers"]
+    assert transformers.template == "noarch_wheel.yaml"
+    assert transformers.run == ["python >=3.10.0", "huggingface_hub >=1.31.0,<3.0", "numpy >=1.17", "pyyaml >=5.1",
+                                "tokenizers >=0.23.1,<0.24.0", "typer", "typing_extensions >=4.1.0"]
+    assert transformers.entry_points == ["transformers = transformers.cli.transformers:main"]
+    assert standins["tokenizers"].template == "binary_wheel.yaml"
+    assert standins["tokenizers"].run == ["python", "huggingface_hub >=0.16.4,<3.0"]
+    assert {"huggingface_hub", "hf-xet", "pyyaml", "regex", "safetensors", "markdown-it-py"} <= catalog.all_names()
 
 
 def test_wheel_context_carries_library_list(tmp_path):
@@ -65,7 +79,7 @@ def test_every_standin_renders(fake_machine, tmp_path):
         rendered = Stage0Recipe.from_file(recipe_path).render(variants, render)[0].recipe
         assert rendered.package.name == standin.key, standin.key
         assert str(rendered.package.version), standin.key
-        python_tagged = standin.key in ("numpy", "markupsafe", "triton", "pytorch")
+        python_tagged = standin.key in (*catalog.BINARY_WHEELS, "triton", "pytorch")
         assert ("py311" in rendered.build.string) is python_tagged, (standin.key, rendered.build.string)
 
 
