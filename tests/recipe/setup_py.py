@@ -113,6 +113,7 @@ except Exception as exc:
 ext = captured["ext_modules"][0]
 print(json.dumps({
     "nvcc": ext.kwargs["extra_compile_args"]["nvcc"],
+    "cxx": ext.kwargs["extra_compile_args"].get("cxx", []),
     "install_requires": captured["install_requires"],
     "force_build": module["FORCE_BUILD"],
     "arch_list_after": os.environ.get("TORCH_CUDA_ARCH_LIST"),

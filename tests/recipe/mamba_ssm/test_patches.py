@@ -27,7 +27,7 @@ OPTIONAL_SUBPACKAGES = ("mamba_ssm.ops.tilelang", "mamba_ssm.ops.cute")
 def test_recipe_lists_every_patch_file_in_order():
     on_disk = sorted(p.relative_to(MAMBA_DIR).as_posix() for p in (MAMBA_DIR / "patches").glob("*.patch"))
     assert PATCHES == on_disk
-    assert len(PATCHES) == 5
+    assert len(PATCHES) == 6
 
 
 def test_recipe_source_tries_the_version_address_then_the_file_address():

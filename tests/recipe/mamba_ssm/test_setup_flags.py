@@ -182,3 +182,11 @@ def test_missing_nvcc_is_a_clear_error_not_a_name_error(patched, stub_path):
 
 def test_unpatched_setup_without_nvcc_dies_with_name_error(unpatched, stub_path):
     assert "NameError" in run_setup(unpatched, stub_path, "")["error"]
+
+
+@with_nvcc("13.0")
+def test_torch_chooses_the_cxx_standard(patched, unpatched, stub_path, nvcc):
+    """torch >= 2.13's headers need C++20 and its cpp_extension passes it; a hard-coded C++17 broke the build."""
+    for compiler in ("cxx", "nvcc"):
+        assert not [a for a in run(patched, stub_path, nvcc)[compiler] if a.startswith("-std=")], compiler
+        assert "-std=c++17" in run(unpatched, stub_path, nvcc)[compiler], compiler
