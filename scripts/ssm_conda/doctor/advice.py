@@ -13,7 +13,8 @@ from ssm_conda.doctor.facts import PACKAGE, Facts, major
 from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, note
 from ssm_conda.matrix import VariantFile
 
-FALLBACK_VERSION = "1.7.0"
+FALLBACK_VERSIONS = {PACKAGE: "1.7.0", "mamba-ssm": "2.3.2.post1"}
+FALLBACK_VERSION = FALLBACK_VERSIONS[PACKAGE]
 CONDA_FORGE = "conda-forge"
 
 
@@ -83,14 +84,16 @@ def build_string_glob(channel: str, vfile: VariantFile, python: str, torch: str)
     return f"cuda{cuda_tag}_py{py_tag}_torch{torch.replace('.', '')}_*"
 
 
-def install_commands(facts: Facts, cuda: str, build: str, channel: str, version: str, python: str) -> list[str]:
-    spec = f'"{PACKAGE}={version}={build}"'
+def install_commands(facts: Facts, cuda: str, build: str, channel: str, version: str, python: str,
+                     package: str = PACKAGE) -> list[str]:
+    spec = f'"{package}={version}={build}"'
     # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
     channels = f"-c {channel}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
-    commands, wheel = [], facts.interpreter.causal_conv1d
-    if wheel is not None and not wheel.from_conda:
-        commands.append(f"{shlex.quote(facts.interpreter.executable)} -m pip uninstall -y causal-conv1d")
+    interp, commands = facts.interpreter, []
+    pip = [n for n, d in ((PACKAGE, interp.causal_conv1d), ("mamba-ssm", interp.mamba_ssm)) if d and not d.from_conda]
+    if pip:
+        commands.append(f"{shlex.quote(interp.executable)} -m pip uninstall -y {' '.join(pip)}")
     if facts.env.kind == "pixi" and not facts.env.this_project:
         if channel != CONDA_FORGE:
             # pixi's channel priority is strict: appended after conda-forge, the package is never taken from it
@@ -99,35 +102,43 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
     elif facts.env.kind == "conda":
         commands.append(f"{override}conda install {channels} {spec}")
     else:
-        commands.append(f"{override}conda create -n causal-conv1d {channels} python={python} {spec}")
+        commands.append(f"{override}conda create -n {package} {channels} python={python} {spec}")
     return commands
 
 
-def channel_notes(channel: str, version: str, build_string: str, packaged: bool) -> list[Finding]:
+def channel_notes(channel: str, version: str, build_string: str, packaged: bool, package: str = PACKAGE) -> list[Finding]:
     if channel == CONDA_FORGE:
-        return [note("conda-forge-pin", "conda-forge's causal-conv1d builds carry only conda-forge's current pytorch "
+        return [note("conda-forge-pin", f"conda-forge's {package} builds carry only conda-forge's current pytorch "
                      "pin; for another torch minor use this project's channel (--channel) or build")]
-    pattern = f"{PACKAGE}-{version}-{build_string}.conda"
+    pattern = f"{package}-{version}-{build_string}.conda"
     if packaged and Path(channel).is_dir() and not any(Path(channel).glob(f"*/{pattern}")):
         return [note("not-built-yet", f"{channel} has no {pattern} yet: build it first (command below)")]
     return []
 
 
-def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CHANNEL, version: str = FALLBACK_VERSION) -> Advice:
+def default_package(facts: Facts) -> str:
+    return "mamba-ssm" if facts.interpreter.mamba_ssm is not None else PACKAGE
+
+
+def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CHANNEL, version: str | None = None,
+           package: str | None = None) -> Advice:
+    package = package or default_package(facts)
+    version = version or FALLBACK_VERSIONS[package]
     findings = [f for rule in MACHINE_RULES for f in rule(facts, files)]
     vfile, reason = choose_variant(facts, files)
     if vfile is None:
         return Advice(findings=findings)
     torch = facts.interpreter.torch
     target = Target(vfile, facts.interpreter.minor or vfile.pythons[-1],
-                    (torch.minor if torch is not None else None) or vfile.torches[-1])
+                    (torch.minor if torch is not None else None) or vfile.torches[-1],
+                    DEFAULT_CHANNEL if channel == CONDA_FORGE else channel)
     findings += [f for rule in TARGET_RULES for f in rule(facts, target)]
     packaged = not any(f.unpackaged for f in findings)
     build_string = build_string_glob(channel, vfile, target.python, target.torch)
-    findings += channel_notes(channel, version, build_string, packaged)
-    build = (f"ssm-conda build --cuda {vfile.cuda} --python {target.python} --torch {target.torch} "
-             f"--arch {shlex.quote(build_arch_arg(facts.compute_caps, vfile))}")
-    install = install_commands(facts, vfile.cuda, build_string, channel, version, target.python) if packaged else []
+    findings += channel_notes(channel, version, build_string, packaged, package)
+    build = (f"ssm-conda build {'' if package == PACKAGE else f'--package {package} '}--cuda {vfile.cuda} "
+             f"--python {target.python} --torch {target.torch} --arch {shlex.quote(build_arch_arg(facts.compute_caps, vfile))}")
+    install = install_commands(facts, vfile.cuda, build_string, channel, version, target.python, package) if packaged else []
     return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,
                   build_string=build_string, install=install, build=[build],
                   findings=findings)

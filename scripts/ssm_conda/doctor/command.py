@@ -1,10 +1,10 @@
-"""Which causal-conv1d package fits this machine, and what will go wrong with the others.
+"""Which causal-conv1d (or mamba-ssm) package fits this machine, and what will go wrong with the others.
 
 Reads the NVIDIA driver (version; the highest CUDA it supports and the GPUs' compute capabilities
 as conda's __cuda and __cuda_arch virtual packages, through py-rattler; each GPU from nvidia-smi),
 the target Python's torch (version, CUDA, C++11 ABI; imported in a subprocess so a broken torch
-cannot take the doctor down), nvcc, the active conda/pixi environment and any causal-conv1d
-already installed. Prints a table, the command that installs (or builds) the matching package,
+cannot take the doctor down), nvcc, the active conda/pixi environment and any causal-conv1d and
+mamba-ssm already installed. Prints a table, the command that installs (or builds) the matching package,
 and the known traps that apply. Missing pieces (no GPU, no driver, no torch) are reported, never
 fatal: the exit status is 0 unless the arguments are wrong. --json prints only JSON on stdout.
 """
@@ -22,11 +22,11 @@ import yaml
 
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.console import UsageError
-from ssm_conda.doctor.advice import FALLBACK_VERSION, advise
+from ssm_conda.doctor.advice import FALLBACK_VERSION, FALLBACK_VERSIONS, advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import RECIPE, REPO_ROOT, VARIANTS_DIR
+from ssm_conda.paths import PACKAGES, RECIPE, REPO_ROOT, VARIANTS_DIR, recipe_of
 
 LOCAL_CHANNEL = REPO_ROOT / "output"  # `ssm-conda build`'s default --output-dir, run from the checkout
 
@@ -36,11 +36,11 @@ def default_channel() -> str:
     return str(LOCAL_CHANNEL) if any(LOCAL_CHANNEL.glob("*/repodata.json")) else DEFAULT_CHANNEL
 
 
-def package_version(recipe: Path = RECIPE) -> str:
+def package_version(recipe: Path = RECIPE, fallback: str = FALLBACK_VERSION) -> str:
     try:
         return str(yaml.safe_load(recipe.read_text())["context"]["version"])
     except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return FALLBACK_VERSION
+        return fallback
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", default=None,
                         help=f"channel to install from (default: {LOCAL_CHANNEL.name}/ when `ssm-conda build` has "
                         f"filled it, else {DEFAULT_CHANNEL})")
+    parser.add_argument("--package", choices=PACKAGES, help="the package to install (default: mamba-ssm when it is "
+                        "installed, else causal-conv1d)")
     parser.add_argument("--variants-dir", type=Path, default=VARIANTS_DIR, help="variant files (default: variants/)")
     parser.add_argument("--no-import", action="store_true", help="read torch's metadata only, do not import it")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout instead of the table")
@@ -72,6 +74,8 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
         for error in facts.driver.errors:
             print(f"  {error}", file=sys.stderr)
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
-    advice = advise(facts, files, args.channel or default_channel(), package_version())
+    package = args.package or default_package(facts)
+    version = package_version(recipe_of(package), FALLBACK_VERSIONS[package])
+    advice = advise(facts, files, args.channel or default_channel(), version, package)
     print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
     return 0

@@ -20,6 +20,8 @@ from ssm_conda.machine import DriverInfo, driver_info
 from ssm_conda.paths import REPO_ROOT
 
 PACKAGE = "causal-conv1d"
+DIST_FIELDS = {"causal-conv1d": "causal_conv1d", "mamba-ssm": "mamba_ssm"}  # conda name -> InterpreterInfo field
+TORCH_BUILD_RE = re.compile(r"_torch(\d)(\d+)_")  # this project's build strings: cuda130_py312_torch213_h<hash>_0
 WHEEL_TAG_RE = re.compile(r"cu(\d+)torch(\d+\.\d+)cxx11abi(TRUE|FALSE)", re.IGNORECASE)
 PROBE_SCRIPT = Path(__file__).with_name("interpreter_probe.py")
 PROBE_MARK = "@@doctor "
@@ -54,6 +56,12 @@ class InstalledDist:  # a Python distribution found in the target environment
             return None
         return {"cuda_major": match[1][:2], "torch": match[2], "cxx11_abi": match[3].upper() == "TRUE"}
 
+    @property
+    def torch_minor(self) -> str | None:
+        """The torch minor it was built for, from this project's build string or an upstream wheel's tag."""
+        match, tag = TORCH_BUILD_RE.search(self.conda_build or ""), self.wheel_tag
+        return f"{match[1]}.{match[2]}" if match else tag["torch"] if tag else None
+
 
 @dataclass
 class TorchInfo:
@@ -76,6 +84,7 @@ class InterpreterInfo:
     prefix: str | None = None
     torch: TorchInfo | None = None  # None: torch is not installed
     causal_conv1d: InstalledDist | None = None
+    mamba_ssm: InstalledDist | None = None
     extension_error: str | None = None  # why `import causal_conv1d_cuda` failed
     extension_ok: bool | None = None
     error: str | None = None  # the probe itself failed
@@ -128,7 +137,7 @@ def parse_probe_output(executable: str, stdout: str, returncode: int, stderr: st
     else:
         info.error = f"could not run {executable}: {(stderr.strip().splitlines() or [crash])[-1]}"
     dists = {name: InstalledDist(**raw) for name, raw in stages.get("dists", {}).items() if raw}
-    info.causal_conv1d, torch_dist = dists.get("causal_conv1d"), dists.get("torch")
+    info.causal_conv1d, info.mamba_ssm, torch_dist = dists.get("causal_conv1d"), dists.get("mamba_ssm"), dists.get("torch")
     torch = stages.get("torch")  # absent: not importable, not imported (--no-import), or the import crashed
     if torch is not None or torch_dist is not None:
         info.torch = TorchInfo(**(torch or {}), dist=torch_dist)
@@ -216,11 +225,11 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
     probes = probes or Probes()
     interp = probes.interpreter(executable, import_torch)
     env = detect_env(probes.environ, interp.prefix)
-    # conda-meta records say which of torch and causal-conv1d conda installed (and their builds).
+    # conda-meta records say which of torch, causal-conv1d and mamba-ssm conda installed (and their builds).
     records = probes.conda_records(interp.prefix or env.prefix)
     if "pytorch" in records and interp.torch is not None and interp.torch.dist is not None:
         interp.torch.dist.conda_build = records["pytorch"][1]
-    if PACKAGE in records:
-        version, build = records[PACKAGE]
-        interp.causal_conv1d = replace(interp.causal_conv1d or InstalledDist(version, "conda"), conda_build=build)
+    for name, attr in ((n, a) for n, a in DIST_FIELDS.items() if n in records):
+        version, build = records[name]
+        setattr(interp, attr, replace(getattr(interp, attr) or InstalledDist(version, "conda"), conda_build=build))
     return Facts(probes.driver(), interp, env, probes.nvcc(probes.environ), probes.environ.get("CONDA_OVERRIDE_CUDA") or None)

@@ -37,7 +37,8 @@ emit(stage="python", version="%d.%d.%d" % tuple(sys.version_info[:3]), executabl
 try:
     import importlib.metadata as metadata
 
-    emit(stage="dists", torch=dist(metadata, "torch"), causal_conv1d=dist(metadata, "causal_conv1d", "causal-conv1d"))
+    emit(stage="dists", torch=dist(metadata, "torch"), causal_conv1d=dist(metadata, "causal_conv1d", "causal-conv1d"),
+         mamba_ssm=dist(metadata, "mamba_ssm", "mamba-ssm"))
 except ImportError:  # before Python 3.8
     pass
 if importlib.util.find_spec("torch") is None or os.environ.get("DOCTOR_NO_IMPORT") == "1":

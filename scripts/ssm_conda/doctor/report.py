@@ -7,7 +7,7 @@ from typing import Any
 
 from ssm_conda.console import format_table
 from ssm_conda.doctor.advice import Advice
-from ssm_conda.doctor.facts import Facts, TorchInfo
+from ssm_conda.doctor.facts import Facts, InstalledDist, TorchInfo
 
 SCHEMA = 1
 
@@ -24,6 +24,13 @@ def _torch_row(torch: TorchInfo | None) -> str:
     return f"{torch.version or '?'} ({', '.join(detail)})"
 
 
+def _dist_row(dist: InstalledDist | None) -> str:
+    if dist is None:
+        return "not installed"
+    how = ", ".join(filter(None, ["conda", dist.conda_build])) if dist.from_conda else dist.installer or "pip"
+    return f"{dist.version} ({how})"
+
+
 def facts_rows(facts: Facts) -> list[tuple[str, str]]:
     interp, env, dist, driver = facts.interpreter, facts.env, facts.interpreter.causal_conv1d, facts.driver
     found = driver.version or driver.cuda
@@ -33,17 +40,14 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
     rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in driver.gpus]
     if not driver.gpus:
         rows.append(("GPU", "none visible"))
-    installed = "not installed"
-    if dist is not None:
-        how = ", ".join(filter(None, ["conda", dist.conda_build])) if dist.from_conda else dist.installer or "pip"
-        installed = f"{dist.version} ({how})"
     return [
         *rows,
         ("Python", f"{interp.version or '?'} ({interp.executable})"),
         ("torch", _torch_row(interp.torch)),
         ("nvcc", f"{facts.nvcc.version or '?'} ({facts.nvcc.path})" if facts.nvcc else "not found"),
         ("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"),
-        ("causal-conv1d", installed),
+        ("causal-conv1d", _dist_row(dist)),
+        ("mamba-ssm", _dist_row(interp.mamba_ssm)),
     ]
 
 

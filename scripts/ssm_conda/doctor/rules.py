@@ -10,6 +10,7 @@ from functools import partial
 from typing import Literal
 
 from ssm_conda.archs import arch_covers, parse_arch_list, version_key
+from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import Facts, major
 from ssm_conda.machine import DRIVER_OF_TOOLKIT, MIN_DRIVER_FOR_MAJOR
 from ssm_conda.matrix import VariantFile
@@ -33,6 +34,7 @@ class Target:  # the variant the doctor recommends, and the Python and torch min
     variant: VariantFile
     python: str  # "3.12"
     torch: str  # "2.13"
+    channel: str = DEFAULT_CHANNEL  # this project's channel (the one install commands use, unless conda-forge)
 
 
 MachineRule = Callable[[Facts, Sequence[VariantFile]], list[Finding]]
@@ -148,9 +150,44 @@ def extension_import_failed(facts: Facts, files: Sequence[VariantFile]) -> list[
     return []
 
 
+def ssm_version_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
+    """mamba-ssm 2.3 imports causal_conv1d.cpp_functions (causal-conv1d >= 1.7), older mamba-ssm calls
+    causal_conv1d_cuda with the signature that 1.7 changed."""
+    mamba, conv = facts.interpreter.mamba_ssm, facts.interpreter.causal_conv1d
+    if mamba is None or conv is None:
+        return []
+    new_mamba, new_conv = version_key(mamba.version) >= (2, 3), version_key(conv.version) >= (1, 7)
+    pair = f"mamba-ssm {mamba.version} with causal-conv1d {conv.version}"
+    if new_mamba and not new_conv:
+        return [warning("causal-conv1d-too-old",
+                        f"{pair}: mamba-ssm 2.3 needs causal_conv1d.cpp_functions (causal-conv1d >= 1.7); without it "
+                        "Mamba fails with `AssertionError: causal_conv1d_cuda is not available` and Mamba2 with "
+                        "`'NoneType' object is not callable` (older pairs fail with `incompatible function arguments` "
+                        "instead, mamba #436); install causal-conv1d >= 1.7 built for the same torch (the "
+                        "mamba-ssm package brings it)")]
+    if new_conv and not new_mamba:
+        return [warning("mamba-ssm-too-old",
+                        f"{pair}: mamba-ssm < 2.3 calls causal_conv1d_cuda with the signature causal-conv1d 1.7 changed "
+                        "and fails with `causal_conv1d_fwd(): incompatible function arguments` (mamba #436); install "
+                        "mamba-ssm >= 2.3 (the mamba-ssm package below) or causal-conv1d < 1.7")]
+    return []
+
+
+def mamba_without_causal_conv1d(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
+    mamba = facts.interpreter.mamba_ssm
+    if mamba is None or facts.interpreter.causal_conv1d is not None:
+        return []
+    return [note("mamba-without-causal-conv1d",
+                 f"mamba-ssm {mamba.version} is installed without causal-conv1d: Mamba falls back to the slower "
+                 "nn.Conv1d path, but Mamba2 (default use_mem_eff_path=True) fails with `'NoneType' object is not "
+                 "callable` and its varlen inputs need the package; install causal-conv1d (the mamba-ssm package "
+                 "brings it)")]
+
+
 MACHINE_RULES: tuple[MachineRule, ...] = (
     probe_failed, driver_missing, torch_unusable, own_project_env, nvcc_missing, no_variant_files,
-    torch_cuda_not_packaged, torch_nvcc_mismatch, installed_package, extension_import_failed,
+    torch_cuda_not_packaged, torch_nvcc_mismatch, installed_package, extension_import_failed, ssm_version_mismatch,
+    mamba_without_causal_conv1d,
 )
 
 
@@ -247,7 +284,26 @@ def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
                     "with nvcc 13 it carries the broken sm_103 code; replace it with the conda package")]
 
 
+def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
+    """mamba-ssm and causal-conv1d built for different torch minors, or for another torch than the one here."""
+    interp = facts.interpreter
+    dists = [(n, d) for n, d in (("mamba-ssm", interp.mamba_ssm), ("causal-conv1d", interp.causal_conv1d)) if d]
+    built = {n: d.torch_minor for n, d in dists if d.torch_minor}
+    here = interp.torch.minor if interp.torch is not None else None
+    if interp.mamba_ssm is None or not built or (len(set(built.values())) == 1 and here in (None, *built.values())):
+        return []
+    which = ", ".join(f"{n} {d.version} for torch {built.get(n, '?')} ({d.conda_build or d.installer or 'pip'})"
+                      for n, d in dists)
+    pip = " ".join(n for n, d in dists if not d.from_conda)
+    build = "cuda{}_py{}_torch{}_*".format(*(v.replace(".", "") for v in (target.variant.cuda, target.python, target.torch)))
+    return [warning("ssm-torch-mismatch",
+                    f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions "
+                    "fail with `undefined symbol` or crash; install the matching pair from this project's channel: "
+                    + (f"`{interp.executable} -m pip uninstall -y {pip}`, then " if pip else "")
+                    + f'`conda install -c {target.channel} -c conda-forge "mamba-ssm=*={build}" "causal-conv1d=*={build}"`')]
+
+
 TARGET_RULES: tuple[TargetRule, ...] = (
     driver_too_old, python_not_packaged, torch_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13,
-    sm103_pip_build,
+    sm103_pip_build, ssm_torch_mismatch,
 )

@@ -63,6 +63,7 @@ def make_facts(
     nvcc: NvccInfo | None = None,
     env: EnvInfo | None = None,
     wheel: InstalledDist | None = None,
+    mamba: InstalledDist | None = None,
     extension_error: str | None = None,
     override: str | None = None,
 ) -> Facts:
@@ -72,6 +73,7 @@ def make_facts(
         prefix="/opt/env",
         torch=torch,
         causal_conv1d=wheel,
+        mamba_ssm=mamba,
         extension_error=extension_error,
         extension_ok=None if extension_error is None else False,
     )

@@ -102,6 +102,17 @@ def test_a_pip_wheel_is_uninstalled_first() -> None:
     )
 
 
+def test_installed_mamba_ssm_is_what_gets_installed() -> None:
+    mamba, conv = InstalledDist("2.3.2.post1", "pip"), InstalledDist("1.5.0.post8", "pip")
+    advice = advise(make_facts(torch=conda_torch(), mamba=mamba, wheel=conv), FILES, channel="my-channel")
+    assert advice.install == [
+        "/opt/env/bin/python -m pip uninstall -y causal-conv1d mamba-ssm",
+        'conda install -c my-channel -c conda-forge "mamba-ssm=2.3.2.post1=cuda130_py312_torch213_*"',
+    ]
+    assert advice.build[0].startswith("ssm-conda build --package mamba-ssm --cuda 13.0 ")
+    assert "causal-conv1d-too-old" in codes(advice)
+
+
 def test_local_channel_without_the_package_says_build_first(tmp_path: Path) -> None:
     (tmp_path / "linux-64").mkdir()
     (tmp_path / "linux-64" / "repodata.json").write_text("{}")

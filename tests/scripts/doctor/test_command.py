@@ -14,7 +14,7 @@ from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
 from ssm_conda.doctor.report import SCHEMA
 from ssm_conda.machine import DriverInfo
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import REPO_ROOT
+from ssm_conda.paths import REPO_ROOT, recipe_of
 
 from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env
 
@@ -71,7 +71,12 @@ def test_no_gpu_no_driver_no_torch_injected(capsys: pytest.CaptureFixture[str]) 
     assert "NVIDIA driver" in missing and "torch: not installed" in missing and "nvcc" in missing
     newest = max((f.cuda for f in load_variant_files()), key=lambda v: tuple(map(int, v.split("."))))
     assert data["advice"]["cuda"] == newest
-    assert data["advice"]["install"][0].startswith(f"CONDA_OVERRIDE_CUDA={newest} conda create")
+    assert data["advice"]["install"][0].startswith(f"CONDA_OVERRIDE_CUDA={newest} conda create -n causal-conv1d")
+    assert data["facts"]["interpreter"]["mamba_ssm"] is None
+    assert command.run(cli.parse_args(["doctor", "--package", "mamba-ssm"]), probes=probes) == 0
+    out = capsys.readouterr().out
+    assert "mamba-ssm      not installed" in out and 'conda create -n mamba-ssm' in out
+    assert '"mamba-ssm=2.3.2.post1=cuda' in out and "ssm-conda build --package mamba-ssm " in out
 
 
 def test_stale_pip_wheel_in_a_probed_subprocess(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +109,8 @@ def test_help_names_the_options() -> None:
 
 
 def test_package_version_reads_the_recipe(tmp_path: Path) -> None:
-    assert command.package_version() == command.package_version(REPO_ROOT / "recipe" / "recipe.yaml")
+    assert command.package_version() == "1.7.0" == command.package_version(recipe_of("causal-conv1d"), "?")
+    assert command.package_version(recipe_of("mamba-ssm"), "?") == "2.3.2.post1"
     (tmp_path / "recipe.yaml").write_text("context:\n  version: 9.9.9\n")
     assert command.package_version(tmp_path / "recipe.yaml") == "9.9.9"
     assert command.package_version(tmp_path / "missing.yaml") == "1.7.0"

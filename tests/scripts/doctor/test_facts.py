@@ -49,12 +49,14 @@ def test_probe_output_survives_a_crashing_torch() -> None:
     stdout = (
         '@@doctor {"stage": "python", "version": "3.12.8", "executable": "/e/bin/python", "prefix": "/e"}\n'
         '@@doctor {"stage": "dists", "torch": {"version": "2.13.0", "installer": "conda", "url": null},'
-        ' "causal_conv1d": null}\n'
+        ' "causal_conv1d": null, "mamba_ssm": {"version": "2.3.2.post1+cu13torch2.11cxx11abiTRUE", "installer": "pip",'
+        ' "url": null}}\n'
     )
     info = doc.parse_probe_output("/e/bin/python", stdout, -11)
     assert info.version == "3.12.8" and info.torch is not None
     assert "signal 11" in (info.torch.import_error or "")
     assert info.torch.dist is not None and info.torch.dist.installer == "conda"
+    assert info.mamba_ssm is not None and info.mamba_ssm.torch_minor == "2.11" and not info.mamba_ssm.from_conda
 
 
 def test_env_detection() -> None:
@@ -81,6 +83,7 @@ def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
     meta.mkdir()
     (meta / "pytorch-2.13.0-cuda130_generic_py312_h5a1b2c3_200.json").write_text("{}")
     (meta / "causal-conv1d-1.7.0-cuda130_py312_torch213_h0123abc_0.json").write_text("{}")
+    (meta / "mamba-ssm-2.3.2.post1-cuda130_py312_torch213_h0123abc_0.json").write_text("{}")
     assert doc.conda_records(str(tmp_path))["causal-conv1d"] == ("1.7.0", "cuda130_py312_torch213_h0123abc_0")
     probes = Probes(
         driver=lambda: driver(),
@@ -96,6 +99,8 @@ def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
     assert facts.interpreter.torch.dist.from_conda  # conda-meta wins over the INSTALLER file
     assert facts.interpreter.causal_conv1d is not None
     assert facts.interpreter.causal_conv1d.conda_build == "cuda130_py312_torch213_h0123abc_0"
+    mamba = facts.interpreter.mamba_ssm
+    assert mamba is not None and (mamba.version, mamba.from_conda, mamba.torch_minor) == ("2.3.2.post1", True, "2.13")
     assert facts.env.kind == "conda" and facts.conda_override_cuda == "12.9"
 
 

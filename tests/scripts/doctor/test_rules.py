@@ -136,6 +136,31 @@ def test_extension_import_failed() -> None:
     assert codes(other) == ["extension-import-failed"] and "libc10.so" in other[0].message
 
 
+CONDA_CC = InstalledDist("1.7.0", "conda", conda_build="cuda130_py312_torch213_h0_0")
+CONDA_MAMBA = InstalledDist("2.3.2.post1", "conda", conda_build="cuda130_py312_torch213_h0_0")
+
+
+def test_ssm_version_mismatch() -> None:
+    def run(mamba: str, conv: str) -> list[Finding]:
+        facts = make_facts(mamba=InstalledDist(mamba, "pip"), wheel=InstalledDist(conv, "pip"))
+        return rules.ssm_version_mismatch(facts, FILES)
+
+    [old_conv] = run("2.3.2.post1", "1.5.0.post8+cu12torch2.6cxx11abiTRUE")
+    assert old_conv.code == "causal-conv1d-too-old" and "cpp_functions" in old_conv.message
+    assert "incompatible function arguments" in old_conv.message and "mamba #436" in old_conv.message
+    [old_mamba] = run("2.2.4", "1.7.0")
+    assert old_mamba.code == "mamba-ssm-too-old" and "incompatible function arguments" in old_mamba.message
+    assert run("2.3.2.post1", "1.7.0") == [] and run("2.2.4", "1.5.0") == []
+    assert rules.ssm_version_mismatch(make_facts(wheel=InstalledDist("1.5.0", "pip")), FILES) == []  # no mamba-ssm
+
+
+def test_mamba_without_causal_conv1d() -> None:
+    [finding] = rules.mamba_without_causal_conv1d(make_facts(mamba=CONDA_MAMBA), FILES)
+    assert finding.level == "note" and "nn.Conv1d" in finding.message and "Mamba2" in finding.message
+    assert rules.mamba_without_causal_conv1d(make_facts(mamba=CONDA_MAMBA, wheel=CONDA_CC), FILES) == []
+    assert rules.mamba_without_causal_conv1d(make_facts(wheel=CONDA_CC), FILES) == []
+
+
 # --- target rules -----------------------------------------------------------------------------
 
 
@@ -203,3 +228,20 @@ def test_sm103_pip_build(wheel: InstalledDist, warned: bool) -> None:
     facts = make_facts(drv=driver(gpus=[B300]), wheel=wheel)
     assert codes(rules.sm103_pip_build(facts, target())) == (["sm103-pip-build"] if warned else [])
     assert rules.sm103_pip_build(make_facts(drv=driver(gpus=[H100]), wheel=wheel), target()) == []
+
+
+def test_ssm_torch_mismatch() -> None:
+    def run(mamba: InstalledDist, conv: InstalledDist | None = CONDA_CC, torch: str = "2.13.0") -> list[Finding]:
+        return rules.ssm_torch_mismatch(make_facts(torch=conda_torch(torch), mamba=mamba, wheel=conv), target())
+
+    assert run(CONDA_MAMBA) == []
+    assert run(InstalledDist("2.3.2.post1", "conda", conda_build="cuda130py312h0_0")) == []  # conda-forge: no torch
+    assert rules.ssm_torch_mismatch(make_facts(torch=conda_torch(), wheel=CONDA_CC), target()) == []  # no mamba-ssm
+    [pair] = run(InstalledDist("2.3.2.post1+cu13torch2.11cxx11abiTRUE", "pip"))
+    assert pair.code == "ssm-torch-mismatch"
+    assert "mamba-ssm 2.3.2.post1+cu13torch2.11cxx11abiTRUE for torch 2.11 (pip)" in pair.message
+    assert "causal-conv1d 1.7.0 for torch 2.13 (cuda130_py312_torch213_h0_0)" in pair.message
+    assert "pip uninstall -y mamba-ssm`, then `conda install -c " in pair.message
+    assert '"mamba-ssm=*=cuda130_py312_torch213_*" "causal-conv1d=*=cuda130_py312_torch213_*"' in pair.message
+    [other_torch] = run(CONDA_MAMBA, None, torch="2.12.0")  # both agree, but not with the torch here
+    assert "torch here is 2.12" in other_torch.message and "pip uninstall" not in other_torch.message
