@@ -138,6 +138,33 @@ def built(standin, ccache):
     return output, package, log, seconds
 
 
+def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output: Path, ccache: Path) -> None:
+    """The extension carries sm_90 SASS and nothing else, no PTX; its RPATHs are relative; nothing
+    from the build machine leaked into the package."""
+    (extension,) = unpacked.glob(f"lib/python{PYTHON}/site-packages/{module}.cpython-{tag(PYTHON)[2:]}-*.so")
+    elves = run(cuobjdump(), "--list-elf", str(extension), capture_output=True).stdout
+    archs = set(re.findall(r"\.(sm_\w+)\.cubin", elves))
+    assert archs == {"sm_90"}, elves
+    ptx = subprocess.run([cuobjdump(), "--list-ptx", str(extension)], capture_output=True, text=True)
+    assert ".ptx" not in ptx.stdout, ptx.stdout
+    dynamic = run("readelf", "-d", str(extension), capture_output=True).stdout
+    for rpath in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library (?:rpath|runpath): \[(.*)\]", dynamic):
+        assert all(p.startswith("$ORIGIN") for p in rpath.split(":")), rpath
+    # Installed text files must not name the build machine's paths (info/ records the build's own
+    # directories by design); no file at all may name the compiler cache, which reaches the build
+    # only as a secret.
+    ccache_dir = str(ccache).encode()
+    leaked = []
+    for f in unpacked.rglob("*"):
+        if not f.is_file():
+            continue
+        data = f.read_bytes()
+        installed_text = f.parts[len(unpacked.parts)] != "info" and b"\0" not in data[:4096]
+        if ccache_dir in data or (installed_text and (b"rattler-build_" in data or str(output).encode() in data)):
+            leaked.append(str(f.relative_to(unpacked)))
+    assert not leaked, leaked
+
+
 def unpack(package: Path, destination: Path) -> Path:
     from rattler.package_streaming import extract
 
@@ -166,31 +193,7 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     # python_abi (python's run_export) is what pins Python X.Y, as on conda-forge.
     assert f"python_abi {PYTHON}.* *_{tag(PYTHON)}" in depends and "python" in depends, depends
 
-    # The extension: sm_90 SASS and nothing else, no PTX.
-    (extension,) = unpacked.glob(f"lib/python{PYTHON}/site-packages/causal_conv1d_cuda.cpython-{py}-*.so")
-    elves = run(cuobjdump(), "--list-elf", str(extension), capture_output=True).stdout
-    archs = set(re.findall(r"\.(sm_\w+)\.cubin", elves))
-    assert archs == {"sm_90"}, elves
-    ptx = subprocess.run([cuobjdump(), "--list-ptx", str(extension)], capture_output=True, text=True)
-    assert ".ptx" not in ptx.stdout, ptx.stdout
-
-    # RPATHs relative to the extension; nothing from the build machine leaked into the package.
-    dynamic = run("readelf", "-d", str(extension), capture_output=True).stdout
-    for rpath in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library (?:rpath|runpath): \[(.*)\]", dynamic):
-        assert all(p.startswith("$ORIGIN") for p in rpath.split(":")), rpath
-    # Installed text files must not name the build machine's paths (info/ records the build's own
-    # directories by design); no file at all may name the compiler cache, which reaches the build
-    # only as a secret.
-    ccache_dir = str(ccache).encode()
-    leaked = []
-    for f in unpacked.rglob("*"):
-        if not f.is_file():
-            continue
-        data = f.read_bytes()
-        installed_text = f.parts[len(unpacked.parts)] != "info" and b"\0" not in data[:4096]
-        if ccache_dir in data or (installed_text and (b"rattler-build_" in data or str(output).encode() in data)):
-            leaked.append(str(f.relative_to(unpacked)))
-    assert not leaked, leaked
+    assert_sm90_extension_and_nothing_leaked(unpacked, "causal_conv1d_cuda", output, ccache)
 
     # The linking check ran with overlinking as an error, and passed.
     assert "Overlinking" not in log and "overlinking" not in log.lower().replace("overlinking_behavior", "")
@@ -198,7 +201,7 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     # The test section ran after the build, without a GPU: the arch check found exactly sm_90,
     # and every GPU test was skipped with the reason said.
     assert_gpu_tests_skipped_with_reason(log)
-    assert re.search(r"causal_conv1d_cuda\.cpython-311-x86_64-linux-gnu\.so: \d+ fat binaries, built for 9\.0$", log, re.M)
+    assert re.search(rf"causal_conv1d_cuda\.cpython-{py}-x86_64-linux-gnu\.so: \d+ fat binaries, built for 9\.0$", log, re.M)
 
     # Install from the output channel with py-rattler into a fresh prefix, as pixi would.
     prefix = tmp_path / "env"
@@ -252,3 +255,47 @@ def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
     assert "2 passed, 0 failed" in result.stdout, result.stdout
     script_log = logs[1]
     assert_gpu_tests_skipped_with_reason(script_log.read_text())
+
+
+@pytest.fixture(scope="module")
+def built_mamba(standin, built, ccache) -> tuple[Path, str, float]:
+    """mamba-ssm for the first variant, into the output channel that holds its causal-conv1d."""
+    return build_variant(standin, built[0], PYTHON, ccache, "mamba-ssm")
+
+
+@pytest.mark.slow
+def test_mamba_ssm_end_to_end(standin, built, built_mamba, ccache, tmp_path):
+    """mamba-ssm alone from the output channel brings the causal-conv1d of the same variant, and
+    its modules import and construct (on the CPU: no GPU here)."""
+    output, cc_package, _log, _seconds = built
+    package, log, _seconds = built_mamba
+    unpacked = unpack(package, tmp_path / "unpacked")
+    index = json.loads((unpacked / "info" / "index.json").read_text())
+    cc_build = cc_package.name.removesuffix(".conda").rsplit("-", 1)[1]
+    assert (index["name"], index["version"], index["build"]) == ("mamba-ssm", "2.3.2.post1", cc_build)
+    depends = index["depends"]
+    assert "pytorch 2.14.* cuda*" in depends and "causal-conv1d >=1.7,<2" in depends, depends
+    assert not [d for d in depends if d.split()[0] in ("tilelang", "apache-tvm-ffi", "quack-kernels", "ninja")], depends
+    assert_sm90_extension_and_nothing_leaked(unpacked, "selective_scan_cuda", output, ccache)
+    assert "Overlinking" not in log
+
+    prefix = tmp_path / "env"
+    installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["mamba-ssm"], prefix, cuda=CUDA)
+    assert any(r.startswith(f"causal-conv1d=1.7.0={cc_build}") for r in installed), installed
+    construct = ("import mamba_ssm, causal_conv1d\n"
+                 "from mamba_ssm import Mamba, Mamba2\n"
+                 "Mamba(d_model=16, device='cpu'); Mamba2(d_model=64, device='cpu')\n"
+                 "print(mamba_ssm.__version__, causal_conv1d.__version__)")
+    probe = run(str(prefix / "bin" / "python"), "-c", construct, capture_output=True,
+                env={**os.environ, "PYTHONNOUSERSITE": "1"})
+    assert probe.stdout.split()[-2:] == ["2.3.2.post1", "1.7.0"], probe.stdout
+
+
+@pytest.mark.slow
+def test_mamba_ssm_for_another_python_reuses_its_cuda_objects(standin, built, built_mamba, ccache, python_b):
+    """The second Python's mamba-ssm takes all nine CUDA objects from the cache; the C++ binding
+    includes Python.h and is compiled again (causal-conv1d of that variant is built first if missing)."""
+    _package, log, seconds_b = build_variant(standin, built[0], python_b[0], ccache, "mamba-ssm")
+    assert cache_hits(log) == "9/10", [line for line in log.splitlines() if "Hits:" in line or "Misses:" in line]
+    print(f"mamba-ssm for Python {python_b[0]} with the cache: {human_duration(seconds_b)}, "
+          f"{seconds_b / built_mamba[2]:.2f} of the first build (figures, not asserted)")

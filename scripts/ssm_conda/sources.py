@@ -20,7 +20,10 @@ from ssm_conda.paths import RECIPE, cache_dir
 def recipe_source(recipe_path: Path = RECIPE) -> dict:
     """The recipe's source entry, ${{ version }} filled in from its context; url: the mirrors, in order."""
     recipe = yaml.safe_load(recipe_path.read_text())
-    source = dict(recipe["source"])
+    source = recipe["source"]
+    if isinstance(source, list):  # the sdist, and path sources (../shared for the test files)
+        (source,) = [s for s in source if "url" in s]
+    source = dict(source)
     urls = source["url"] if isinstance(source["url"], list) else [source["url"]]
     source["url"] = [url.replace("${{ version }}", str(recipe["context"]["version"])) for url in urls]
     return source

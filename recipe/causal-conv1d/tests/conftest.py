@@ -10,6 +10,9 @@ sees no CUDA device). The skip becomes a failure when a GPU is required:
   rattler-build runs package tests in a clean environment that does not pass variables through,
   so this is what makes `rattler-build test` on a GPU machine strict.
 
+The gating itself is shared with mamba-ssm's tests: ../shared/tests/gpu_gate.py (shipped through
+the recipe's path source; recipe/shared/tests in the repository).
+
 Upstream's tests/test_causal_conv1d.py (copied here from the source by the recipe) has about
 10,000 parametrizations and a 10,000-iteration race test; only UPSTREAM_SUBSET runs, unless
 CAUSAL_CONV1D_UPSTREAM=full (everything but the race test).
@@ -20,21 +23,31 @@ for checking the tests themselves without a GPU.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+# shared/tests beside tests/ in the package's test folder (the recipe's path source), and
+# recipe/shared/tests in the repository.
+SHARED = next((d for d in (HERE.parent / "shared" / "tests", HERE.parent.parent / "shared" / "tests")
+               if (d / "gpu_gate.py").is_file()), HERE.parent / "shared" / "tests")
+sys.path[:0] = [str(HERE), str(SHARED)]
+
+import gpu_gate  # noqa: E402
+
+GATE = gpu_gate.Gate("causal-conv1d")
 
 UPSTREAM_FILE = "test_causal_conv1d.py"
-SKIP_MARKER = "causal-conv1d GPU tests skipped:"
-REQUIRED_MARKER = "causal-conv1d GPU required but unusable:"
+SKIP_MARKER = GATE.skip_marker
+REQUIRED_MARKER = GATE.required_marker
+driver_gpus = gpu_gate.driver_gpus
+gpu_status = GATE.gpu_status
+gpu_required = GATE.gpu_required
+test_device = GATE.test_device
 
 # Upstream test -> {parameter: allowed values} and groups of parameters that move together
 # (only combinations where they are all equal). Values compare as strings ("torch.float16").
@@ -64,72 +77,13 @@ UPSTREAM_SUBSET: dict[str, dict[str, object]] = {
 UPSTREAM_NEVER = {"test_causal_conv1d_race_condition"}
 
 
-def test_device() -> str:
-    return os.environ.get("CAUSAL_CONV1D_TEST_DEVICE", "cuda")
-
-
-def driver_gpus() -> list[str]:
-    """GPUs the NVIDIA driver reports ([] without a driver)."""
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60).stdout
-            return [line.strip() for line in out.splitlines() if line.startswith("GPU ")]
-        except (OSError, subprocess.SubprocessError):
-            return []
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return sorted(p.name for p in gpus.iterdir()) if gpus.is_dir() else []
-
-
-@functools.cache
-def gpu_status() -> tuple[bool, str]:
-    """(usable, description): why GPU tests can or cannot run here."""
-    if test_device() == "cpu":
-        return True, "CAUSAL_CONV1D_TEST_DEVICE=cpu (a dry run of the tests on the CPU)"
-    try:
-        import torch
-    except ImportError as exc:
-        return False, f"torch is not importable ({exc})"
-    if torch.version.cuda is None:
-        return False, f"torch {torch.__version__} is not a CUDA build"
-    gpus = driver_gpus()
-    if not gpus and not Path("/dev/nvidiactl").exists():
-        return False, (
-            f"no NVIDIA driver on this machine (no nvidia-smi GPU, no /proc/driver/nvidia/gpus); "
-            f"torch {torch.__version__} is a CUDA {torch.version.cuda} build"
-        )
-    try:
-        available = torch.cuda.is_available() and torch.cuda.device_count() > 0
-    except Exception as exc:  # a broken driver raises here
-        return False, f"torch {torch.__version__} cannot initialise CUDA: {exc}"
-    if not available:
-        return False, (
-            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device although the "
-            f"driver reports {len(gpus) or 'a'} GPU(s): driver too old for this CUDA, or "
-            f"CUDA_VISIBLE_DEVICES hides them"
-        )
-    major, minor = torch.cuda.get_device_capability(0)
-    return True, f"{torch.cuda.get_device_name(0)} (compute capability {major}.{minor}), torch {torch.__version__}"
-
-
-def gpu_required() -> bool:
-    flag = os.environ.get("CAUSAL_CONV1D_REQUIRE_GPU", "").strip()
-    if flag in ("1", "true", "TRUE", "yes"):
-        return True
-    if flag in ("0", "false", "FALSE", "no"):
-        return False
-    return bool(driver_gpus())
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "cpu: runs without a GPU")
+    GATE.configure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    usable, why = gpu_status()
-    mode = "required" if gpu_required() else "optional"
-    lines = [f"causal-conv1d GPU ({mode}): {'usable: ' if usable else 'NOT usable: '}{why}"]
-    if usable and test_device() != "cpu":
+    lines = [GATE.header_line()]
+    if gpu_status()[0] and test_device() != "cpu":
         lines.append(_arch_line())
     return lines
 
@@ -191,27 +145,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    usable, why = gpu_status()
-    if usable:
-        return
-    if gpu_required():
-        return  # pytest_runtest_setup fails them instead
-    for item in items:
-        if not item.get_closest_marker("cpu"):
-            item.add_marker(pytest.mark.skip(reason=f"no usable GPU: {why}"))
+    GATE.skip_without_gpu(items)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # Upstream's own skipif(not torch.cuda.is_available()) must not hide a missing GPU either.
-    if gpu_required() and not gpu_status()[0] and not item.get_closest_marker("cpu"):
-        pytest.fail(f"{REQUIRED_MARKER} {gpu_status()[1]}", pytrace=False)
+    GATE.runtest_setup(item)  # upstream's own skipif(no CUDA) must not hide a missing GPU either
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
-    usable, why = gpu_status()
     if _upstream_missing() and (Path(str(config.rootpath)) / "tests" / UPSTREAM_FILE).exists():
         terminalreporter.write_line(f"upstream {UPSTREAM_FILE} not collected: missing {_upstream_missing()}")
-    if not usable:
-        word = REQUIRED_MARKER if gpu_required() else SKIP_MARKER
-        terminalreporter.write_line(f"{word} {why}")
+    line = GATE.summary_line()
+    if line:
+        terminalreporter.write_line(line)

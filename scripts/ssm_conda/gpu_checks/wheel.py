@@ -35,7 +35,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -237,7 +237,10 @@ class TestSection:
     commands: list[str]
     env: dict[str, str]
     recipe_files: list[str]
-    source_files: list[str]
+    source_files: list[str]  # from the sdist
+    # From the recipe's path sources (target_directory -> the folder it names), e.g. shared/tests/
+    # from ../shared: {"shared/tests/": recipe/shared/tests}.
+    path_files: dict[str, Path] = field(default_factory=dict)
 
 
 def recipe_test_section(archs: str) -> TestSection:
@@ -249,19 +252,33 @@ def recipe_test_section(archs: str) -> TestSection:
     if unresolved:
         raise PipelineError(f"recipe test env needs variables this script does not set: {', '.join(unresolved)}")
     files = script.get("files", {})
-    return TestSection(list(script["script"]["content"]), env, files.get("recipe", []), files.get("source", []))
+    sources = recipe["source"] if isinstance(recipe["source"], list) else [recipe["source"]]
+    paths = {s["target_directory"].rstrip("/") + "/": RECIPE_DIR / s["path"] for s in sources if "path" in s}
+    sdist_files, path_files = [], {}
+    for name in files.get("source", []):
+        target = next((t for t in paths if name.startswith(t)), None)
+        if target is None:
+            sdist_files.append(name)
+        else:
+            path_files[name] = (paths[target] / name.removeprefix(target)).resolve()
+    return TestSection(list(script["script"]["content"]), env, files.get("recipe", []), sdist_files, path_files)
 
 
 def copy_test_files(section: TestSection, source: Path, dest: Path) -> None:
     """The section's files from recipe/ and from the (patched) source, laid out in dest as rattler-build does."""
     for root, names in ((RECIPE_DIR, section.recipe_files), (source, section.source_files)):
         for name in names:
-            src, dst = root / name, dest / name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if src.is_dir():
-                shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy2(src, dst)
+            _copy(root / name, dest / name)
+    for name, src in section.path_files.items():
+        _copy(src, dest / name)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(src, dst)
 
 
 def run_tests(source: Path, site: Path, out: Path, work: Path, archs: str, require_gpu: bool) -> Step:

@@ -61,7 +61,7 @@ def local_packages(output_dir: Path) -> list[LocalPackage]:
 
 def filter_packages(packages: list[LocalPackage], selection: Selection) -> list[LocalPackage]:
     """Keep the packages whose build string matches the selectors (validated against variants/)."""
-    wanted = {k: v.replace(".", "") for k, v in vars(selection).items() if k != "arch" and v is not None}
+    wanted = {k: v.replace(".", "") for k in ("cuda", "python", "torch") if (v := getattr(selection, k)) is not None}
     if not wanted:
         return packages
     select(selection)  # raises UsageError for values variants/ does not accept

@@ -25,7 +25,7 @@ def rendered_urls(tmp_path, version: str) -> list[str]:
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(RECIPE.read_text().replace(f'version: "{VERSION}"', f'version: "{version}"'))
     (variant,) = plan(Selection(cuda="13.0", python="3.12", torch="2.13", arch="9.0"), recipes=[recipe])
-    (source,) = variant.rendered.recipe.to_dict()["source"]
+    (source,) = [s for s in variant.rendered.recipe.to_dict()["source"] if "url" in s]
     return source["url"]
 
 

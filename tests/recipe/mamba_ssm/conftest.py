@@ -19,3 +19,19 @@ def mamba_sdist(mamba_recipe) -> Path:
     from ssm_conda.sources import fetch_sdist
 
     return fetch_sdist(mamba_recipe)
+
+
+@pytest.fixture(scope="session")
+def cpu_mamba_ssm(tmp_path_factory, mamba_sdist, cpu_causal_conv1d) -> list[Path]:
+    """sys.path entries giving upstream's mamba_ssm and causal_conv1d packages on the CPU stand-in extensions.
+
+    mamba_ssm/*.py comes from the pinned, patched sdist, tests/recipe/mamba_ssm/cpu_kernel replaces
+    selective_scan_cuda; causal_conv1d as in the cpu_causal_conv1d fixture (its stand-in for
+    causal_conv1d_cuda), so mamba_inner_fn's calls into causal_conv1d.cpp_functions are real.
+    """
+    from ssm_conda.sources import unpack_patched
+
+    del mamba_sdist  # downloaded by its fixture; unpack_patched reads it from the cache
+    root = unpack_patched(tmp_path_factory.mktemp("mamba-sdist"), recipe_path=MAMBA_RECIPE)
+    assert (root / "mamba_ssm" / "ops" / "selective_scan_interface.py").is_file()
+    return [root, Path(__file__).resolve().parent / "cpu_kernel", *cpu_causal_conv1d]
