@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from compare import assert_close  # shared/tests, on sys.path through conftest.py
 
 try:
     import torch
@@ -48,19 +49,6 @@ def _dtype(name: str):
     return getattr(torch, name)
 
 
-def assert_close(actual, expected, tolerance: tuple[float, float], what: str) -> None:
-    rtol, atol = tolerance
-    expected = expected.to(actual.dtype)
-    if torch.allclose(actual, expected, rtol=rtol, atol=atol):
-        return
-    diff = (actual.float() - expected.float()).abs()
-    bad = (~torch.isclose(actual, expected, rtol=rtol, atol=atol)).sum().item()
-    raise AssertionError(
-        f"{what}: {bad} of {actual.numel()} values off (max abs diff {diff.max().item():.4g}, "
-        f"mean {diff.mean().item():.4g}; rtol {rtol}, atol {atol})"
-    )
-
-
 def backward_and_compare(out, out_ref, dtype: str, **grads) -> None:
     """Back-propagate one random gradient through both outputs and compare the named leaves' grads.
 
@@ -73,7 +61,7 @@ def backward_and_compare(out, out_ref, dtype: str, **grads) -> None:
     for name, (tensor, reference) in grads.items():
         if tensor is not None:
             tolerance = WEIGHT_GRAD_TOLERANCE if name in ("dweight", "dbias") else TOLERANCES[dtype]
-            assert_close(tensor.grad, reference.grad, tolerance, name)
+            assert_close(tensor.grad, reference.grad, *tolerance, name)
 
 
 def make_x(batch: int, dim: int, seqlen: int, dtype: str, channel_last: bool):
@@ -117,7 +105,7 @@ def test_fwd_bwd(cc, dtype, width, layout, has_bias, silu, seqlen):
     out = interface.causal_conv1d_fn(x, weight, bias, activation=activation)
     out_ref = interface.causal_conv1d_ref(x_ref, weight_ref, bias_ref, activation=activation)
     assert out.shape == (batch, dim, seqlen) and out.dtype == x.dtype
-    assert_close(out, out_ref, TOLERANCES[dtype], "out")
+    assert_close(out, out_ref, *TOLERANCES[dtype], "out")
 
     backward_and_compare(out, out_ref, dtype, dx=(x, x_ref), dweight=(weight, weight_ref), dbias=(bias, bias_ref))
 
@@ -152,11 +140,11 @@ def test_states(cc, dtype, width, has_initial, return_final):
     if return_final:
         (out, final), (out_ref, final_ref) = out, out_ref
         assert final.shape == (batch, dim, width - 1)
-        assert_close(final, final_ref, TOLERANCES[dtype], "final_states")
+        assert_close(final, final_ref, *TOLERANCES[dtype], "final_states")
         # Make the loss depend on the final states, so their gradient flows back too.
         out = out + torch.sigmoid(final).sum(dim=-1, keepdim=True)
         out_ref = out_ref + torch.sigmoid(final_ref).sum(dim=-1, keepdim=True)
-    assert_close(out, out_ref, TOLERANCES[dtype], "out")
+    assert_close(out, out_ref, *TOLERANCES[dtype], "out")
 
     backward_and_compare(out, out_ref, dtype, dx=(x, x_ref), dweight=(weight, weight_ref), dbias=(bias, bias_ref),
                          dinitial_states=(initial, initial_ref))
@@ -195,7 +183,7 @@ def test_seq_idx(cc, dtype, width, case):
     out_ref = interface.causal_conv1d_ref(
         x_ref, weight_ref, bias_ref, initial_states=initial_ref, activation="silu", seq_idx=seq_idx
     )
-    assert_close(out, out_ref, TOLERANCES[dtype], "out")
+    assert_close(out, out_ref, *TOLERANCES[dtype], "out")
     if case == "padding":
         assert torch.all(out.transpose(1, 2)[seq_idx < 0] == 0), "padded positions must be zero"
         return  # upstream checks padding in the forward pass only
@@ -242,7 +230,7 @@ def test_update(cc, dtype, width, seqlen, has_cache_seqlens, bias_silu):
         x, conv_state_ref, weight, bias, activation=activation, cache_seqlens=cache_seqlens
     )
     assert out.shape == x.shape
-    assert_close(out, out_ref, TOLERANCES[dtype], "out")
+    assert_close(out, out_ref, *TOLERANCES[dtype], "out")
     assert torch.equal(conv_state, conv_state_ref), "conv_state differs from the reference update"
 
 
@@ -273,7 +261,7 @@ def test_update_state_indices(cc, dtype, width, seqlen, case):
         x[valid], state_ref, weight, bias, activation="silu",
         cache_seqlens=None if cache_seqlens is None else cache_seqlens[valid],
     )
-    assert_close(out[valid], out_ref, TOLERANCES[dtype], "out")
+    assert_close(out[valid], out_ref, *TOLERANCES[dtype], "out")
     if not valid.all():
         assert torch.all(out[~valid] == 0), "padded rows must give zeros"
     expected_state = state_before.clone()

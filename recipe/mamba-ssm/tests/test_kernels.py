@@ -24,6 +24,7 @@ import subprocess
 import sys
 
 import pytest
+from compare import assert_close  # shared/tests, on sys.path through conftest.py
 
 try:
     import torch
@@ -50,18 +51,6 @@ def tolerances(dtype: str, has_z: bool = True):
     if has_z:  # "If we have z, the errors on the weights seem higher"
         rtolw, atolw = max(rtolw, rtol), max(atolw, atol)
     return (rtol, atol), (rtolw, atolw)
-
-
-def assert_close(actual, expected, rtol: float, atol: float, what: str) -> None:
-    expected = expected.to(actual.dtype)
-    if torch.allclose(actual, expected, rtol=rtol, atol=atol):
-        return
-    diff = (actual.float() - expected.float()).abs()
-    bad = (~torch.isclose(actual, expected, rtol=rtol, atol=atol)).sum().item()
-    raise AssertionError(
-        f"{what}: {bad} of {actual.numel()} values off (max abs diff {diff.max().item():.4g}, "
-        f"mean {diff.mean().item():.4g}; rtol {rtol}, atol {atol})"
-    )
 
 
 def leaf(t):
