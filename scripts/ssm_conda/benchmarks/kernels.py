@@ -1,13 +1,17 @@
-"""Benchmark the installed causal-conv1d kernels on Mamba-sized shapes (needs a CUDA GPU).
+"""Benchmark the installed causal-conv1d and mamba-ssm kernels on Mamba-sized shapes (needs a CUDA GPU).
 
-    ssm-conda bench-kernels                          # default set, about a minute on an H200
+    ssm-conda bench-kernels                          # every op of the packages installed (H200: causal-conv1d's
+                                                     # about a minute, selective_scan's about half a minute more)
     ssm-conda bench-kernels --ops fwd,update --dtypes bf16 --json-file bench.json --plot bench.png
+    ssm-conda bench-kernels --ops scan_fwd,scan_bwd  # mamba-ssm's selective_scan only
 
-For forward, backward and update (width 4, bf16/fp16, channel-first and channel-last) it reports
-the median time (CUDA events, after warmup), the achieved memory bandwidth (the bytes the op must
-read and write, over its time), that bandwidth as a fraction of a device-to-device copy of the
-same bytes measured in the same run, and the speed-up over upstream's pure-torch reference.
-Small cases fit in L2, so their bandwidth can exceed the copy's.
+For causal-conv1d's forward, backward and update (width 4, bf16/fp16, channel-first and
+channel-last; causal_conv1d_ops.py) and mamba-ssm's selective_scan forward and backward (d_state 16,
+bf16/fp16; selective_scan_ops.py) it reports the median time (CUDA events, after warmup), the
+achieved memory bandwidth (the bytes the op must read and write, over its time), that bandwidth as
+a fraction of a device-to-device copy of the same bytes measured in the same run, and the speed-up
+over upstream's pure-torch reference. Small cases fit in L2, so their bandwidth can exceed the copy's.
+Without --ops, a package that is not installed is skipped with one line; named in --ops, it is an error.
 """
 
 from __future__ import annotations
@@ -23,31 +27,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ssm_conda.benchmarks import causal_conv1d_ops, selective_scan_ops
+from ssm_conda.benchmarks.kernel_cases import DTYPES, Case
 from ssm_conda.console import PipelineError, UsageError, format_table
 
-WIDTH = 4
-DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
-OPS = ("fwd", "bwd", "update")
-LAYOUTS = ("channel_first", "channel_last")
-# (batch, dim, seqlen): prefill/training shapes of Mamba models (d_inner 2048-8192).
-SEQ_SHAPES = [(1, 2048, 2048), (4, 4096, 2048), (8, 4096, 4096), (2, 8192, 8192)]
-# (batch, dim, seqlen): decoding, one token (or a few, speculative) per step.
-UPDATE_SHAPES = [(1, 2048, 1), (8, 4096, 1), (8, 8192, 1), (8, 8192, 4)]
+PACKAGES = (causal_conv1d_ops, selective_scan_ops)
+OPS = tuple(op for package in PACKAGES for op in package.OPS)
+LAYOUTS = causal_conv1d_ops.LAYOUTS
 
 
-@dataclass
-class Case:
-    op: str
-    dtype: str  # "bf16" / "fp16"
-    layout: str
-    batch: int
-    dim: int
-    seqlen: int
-
-    @property
-    def label(self) -> str:
-        layout = "" if self.op == "update" else (" cl" if self.layout == "channel_last" else " cf")
-        return f"{self.op} {self.dtype}{layout} {self.batch}x{self.dim}x{self.seqlen}"
+def package_of(op: str) -> ModuleType:
+    return next(package for package in PACKAGES if op in package.OPS)
 
 
 @dataclass
@@ -76,35 +66,21 @@ class Result:
 
     def to_dict(self) -> dict:
         return {
-            **asdict(self.case), "label": self.case.label, "width": WIDTH, "bytes": self.bytes_moved,
-            "kernel_ms": self.kernel_ms, "copy_ms": self.copy_ms, "ref_ms": self.ref_ms,
+            **asdict(self.case), "label": self.case.label, "package": package_of(self.case.op).DISPLAY,
+            "bytes": self.bytes_moved, "kernel_ms": self.kernel_ms, "copy_ms": self.copy_ms, "ref_ms": self.ref_ms,
             "bandwidth_gbs": self.bandwidth_gbs, "copy_bandwidth_gbs": self.copy_bandwidth_gbs,
             "fraction_of_copy": self.of_copy, "speedup_vs_ref": self.speedup,
         }
 
 
 def bytes_moved(case: Case) -> int:
-    """Minimum bytes an op reads plus writes (activations in the dtype, weight and bias fp32)."""
-    elem = 2  # bf16 and fp16
-    act = case.batch * case.dim * case.seqlen * elem
-    params = case.dim * (WIDTH + 1) * 4
-    if case.op == "fwd":
-        return 2 * act + params  # x in, out
-    if case.op == "bwd":
-        return 3 * act + 2 * params  # x and dout in, dx out; weight/bias in, their grads out
-    state = case.batch * case.dim * (WIDTH - 1) * elem
-    return 2 * act + 2 * state + params  # x in, out; conv_state read and written
+    """Minimum bytes the case's op reads plus writes (its package's formula)."""
+    return package_of(case.op).bytes_moved(case)
 
 
 def default_cases(ops: Sequence[str], dtypes: Sequence[str], layouts: Sequence[str]) -> list[Case]:
-    cases = []
-    for op in ops:
-        for dtype in dtypes:
-            if op == "update":
-                cases += [Case(op, dtype, "channel_last", b, d, s) for b, d, s in UPDATE_SHAPES]
-            else:
-                cases += [Case(op, dtype, layout, b, d, s) for layout in layouts for b, d, s in SEQ_SHAPES]
-    return cases
+    """The cases of ops, package by package in PACKAGES' order."""
+    return [case for package in PACKAGES for case in package.default_cases(ops, dtypes, layouts)]
 
 
 def parse_list(value: str, accepted: Sequence[str], what: str) -> list[str]:
@@ -123,17 +99,16 @@ def parse_list(value: str, accepted: Sequence[str], what: str) -> list[str]:
 
 @dataclass
 class Device:
-    """What the benchmark runs on: torch, the package's interface, and the GPU's name."""
+    """What the benchmark runs on: torch and the GPU's name."""
 
     torch: ModuleType
-    iface: ModuleType
     name: str
     capability: str  # "9.0"
-    kind: str = "cuda"  # a torch device type; tests use "cpu" with a CPU stand-in of the extension
+    kind: str = "cuda"  # a torch device type; tests use "cpu" with CPU stand-ins of the extensions
 
 
 def open_device() -> Device:
-    """torch, the installed package and the GPU, or a PipelineError saying in one line what is missing."""
+    """torch and the GPU, or a PipelineError saying in one line what is missing."""
     try:
         import torch
     except ImportError:
@@ -142,12 +117,41 @@ def open_device() -> Device:
         raise PipelineError(f"bench-kernels needs a CUDA GPU: torch {torch.__version__} is not a CUDA build")
     if not torch.cuda.is_available():
         raise PipelineError(f"bench-kernels needs a CUDA GPU: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none")
-    try:
-        from causal_conv1d import causal_conv1d_interface
-    except ImportError as exc:
-        raise PipelineError(f"bench-kernels needs the causal_conv1d package installed: {exc}") from None
     major, minor = torch.cuda.get_device_capability(0)
-    return Device(torch, causal_conv1d_interface, torch.cuda.get_device_name(0), f"{major}.{minor}")
+    return Device(torch, torch.cuda.get_device_name(0), f"{major}.{minor}")
+
+
+def open_interfaces(ops: Sequence[str], named: bool, say: Callable[[str], None]) -> dict[str, ModuleType]:
+    """{package's import name: its interface} for the packages of ops.
+
+    A package that does not import is an error when its ops were named (--ops); otherwise it is
+    skipped with one line, and an error only when no package is left.
+    """
+    interfaces, missing = {}, []
+    for package in PACKAGES:
+        wanted = [op for op in ops if op in package.OPS]
+        if not wanted:
+            continue
+        try:
+            interfaces[package.PACKAGE] = package.import_interface()
+        except Exception as exc:  # an ImportError, or whatever a broken install raises on import: one line
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if not isinstance(exc, ImportError):
+                reason = f"{type(exc).__name__}: {reason}"
+            if named:
+                raise PipelineError(f"bench-kernels needs the {package.PACKAGE} package installed for "
+                                    f"{', '.join(wanted)}: {reason}") from None
+            missing.append((package, wanted, reason))
+    if not interfaces:
+        raise PipelineError("bench-kernels needs " + " or ".join(f"the {p.PACKAGE} package installed ({r})"
+                                                                  for p, _, r in missing))
+    for package, wanted, reason in missing:
+        say(f"skipping {', '.join(wanted)}: {package.PACKAGE} is not installed ({reason})")
+    return interfaces
+
+
+def version_of(package: str) -> str | None:
+    return getattr(sys.modules.get(package), "__version__", None)
 
 
 def time_ms(device: Device, fn: Callable[[], object], repeats: int, warmup: int = 5) -> float:
@@ -173,39 +177,18 @@ def time_ms(device: Device, fn: Callable[[], object], repeats: int, warmup: int 
     return statistics.median(samples)
 
 
-def measure(device: Device, case: Case, repeats: int, with_ref: bool) -> Result:
-    torch, iface, dev = device.torch, device.iface, device.kind
-    dtype = getattr(torch, DTYPES[case.dtype])
-    weight = torch.randn(case.dim, WIDTH, device=dev, dtype=torch.float32)
-    bias = torch.randn(case.dim, device=dev, dtype=torch.float32)
-    if case.op == "update":
-        x = torch.randn(case.batch, case.seqlen, case.dim, device=dev, dtype=dtype).transpose(1, 2)
-        state = torch.randn(case.batch, WIDTH - 1, case.dim, device=dev, dtype=dtype).transpose(1, 2)
-        state_ref = state.clone()
-        run = lambda: iface.causal_conv1d_update(x, state, weight, bias, activation="silu")  # noqa: E731
-        ref = lambda: iface.causal_conv1d_update_ref(x, state_ref, weight, bias, activation="silu")  # noqa: E731
-    else:
-        if case.layout == "channel_last":
-            x = torch.randn(case.batch, case.seqlen, case.dim, device=dev, dtype=dtype).transpose(1, 2)
-        else:
-            x = torch.randn(case.batch, case.dim, case.seqlen, device=dev, dtype=dtype)
-        if case.op == "fwd":
-            run = lambda: iface.causal_conv1d_fn(x, weight, bias, activation="silu")  # noqa: E731
-            ref = lambda: iface.causal_conv1d_ref(x, weight, bias, activation="silu")  # noqa: E731
-        else:
-            inputs = (x.requires_grad_(), weight.requires_grad_(), bias.requires_grad_())
-            out = iface.causal_conv1d_fn(*inputs, activation="silu")
-            grad = torch.randn_like(out)
-            run = lambda: torch.autograd.grad(out, inputs, grad, retain_graph=True)  # noqa: E731
-            out_ref = iface.causal_conv1d_ref(*inputs, activation="silu") if with_ref else None
-            ref = lambda: torch.autograd.grad(out_ref, inputs, grad, retain_graph=True)  # noqa: E731
+def measure(device: Device, iface: ModuleType, case: Case, repeats: int, with_ref: bool) -> Result:
+    """The case's kernel, a copy of as many bytes as it moves, and (with_ref) upstream's reference, timed."""
+    package = package_of(case.op)
+    run, ref = package.calls(device.torch, iface, case, device.kind)
     kernel_ms = time_ms(device, run, repeats)
     moved = bytes_moved(case)
-    src = torch.empty(moved // 2, device=dev, dtype=torch.uint8)
-    dst = torch.empty_like(src)
+    src = device.torch.empty(moved // 2, device=device.kind, dtype=device.torch.uint8)
+    dst = device.torch.empty_like(src)
     copy_ms = time_ms(device, lambda d=dst, s=src: d.copy_(s), repeats)
-    ref_ms = time_ms(device, ref, max(3, repeats // 3)) if with_ref else None
     del src, dst
+    ref_repeats = package.REF_REPEATS or max(3, repeats // 3)
+    ref_ms = time_ms(device, ref, ref_repeats, warmup=package.REF_WARMUP) if with_ref else None
     return Result(case, moved, kernel_ms, copy_ms, ref_ms)
 
 
@@ -232,7 +215,8 @@ def plot(results: Sequence[Result], path: Path, title: str) -> None:
     labels = [r.case.label for r in results]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 0.35 * len(results) + 3), 8), sharex=True)
     xs = range(len(results))
-    colors = {"fwd": "tab:blue", "bwd": "tab:orange", "update": "tab:green"}
+    colors = {"fwd": "tab:blue", "bwd": "tab:orange", "update": "tab:green", "scan_fwd": "tab:purple",
+              "scan_bwd": "tab:red"}
     ax1.bar(xs, [r.bandwidth_gbs for r in results], color=[colors[r.case.op] for r in results])
     ax1.plot(xs, [r.copy_bandwidth_gbs for r in results], "k_", markersize=14, label="D2D copy, same bytes")
     ax1.set_ylabel("achieved GB/s")
@@ -248,7 +232,7 @@ def plot(results: Sequence[Result], path: Path, title: str) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, from {', '.join(OPS)}")
+    parser.add_argument("--ops", help=f"comma-separated, from {', '.join(OPS)} (default: those of the packages installed)")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, from {', '.join(DTYPES)}")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"for fwd/bwd, from {', '.join(LAYOUTS)}")
     parser.add_argument("--repeats", type=int, default=15, help="timed samples per measurement (median taken)")
@@ -259,7 +243,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ops = parse_list(args.ops, OPS, "op")
+    ops = parse_list(args.ops, OPS, "op") if args.ops is not None else list(OPS)
     dtypes = parse_list(args.dtypes, list(DTYPES), "dtype")
     layouts = parse_list(args.layouts, LAYOUTS, "layout")
     if args.repeats < 1:
@@ -272,17 +256,22 @@ def run(args: argparse.Namespace) -> int:
 
     say = functools.partial(print, file=sys.stderr if args.json else sys.stdout, flush=True)
     device = open_device()
-    say(f"{device.name} (compute capability {device.capability}), torch {device.torch.__version__}, width {WIDTH}")
-    cases = default_cases(ops, dtypes, layouts)
+    interfaces = open_interfaces(ops, named=args.ops is not None, say=say)
+    used = [package for package in PACKAGES if package.PACKAGE in interfaces]
+    versions = {package.PACKAGE: version_of(package.PACKAGE) for package in used}
+    say(f"{device.name} (compute capability {device.capability}), torch {device.torch.__version__}, "
+        + ", ".join(f"{p.PACKAGE} {versions[p.PACKAGE] or '?'} ({p.DESCRIBE})" for p in used))
+    cases = default_cases([op for op in ops if package_of(op) in used], dtypes, layouts)
     results = []
     for number, case in enumerate(cases, 1):
-        result = measure(device, case, args.repeats, with_ref=not args.no_ref)
+        result = measure(device, interfaces[package_of(case.op).PACKAGE], case, args.repeats, with_ref=not args.no_ref)
         results.append(result)
         say(f"  [{number}/{len(cases)}] {case.label}: {result.kernel_ms * 1e3:.1f} us")
         if device.kind == "cuda":
             device.torch.cuda.empty_cache()
     figures = json.dumps({
         "device": device.name, "compute_capability": device.capability, "torch": device.torch.__version__,
+        "packages": versions, "skipped_ops": [op for op in ops if package_of(op) not in used],
         "results": [r.to_dict() for r in results],
     }, indent=2)
     if args.json:
@@ -296,6 +285,6 @@ def run(args: argparse.Namespace) -> int:
         say(f"wrote {args.json_file}")
     if args.plot is not None:
         args.plot.parent.mkdir(parents=True, exist_ok=True)
-        plot(results, args.plot, f"causal-conv1d on {device.name}")
+        plot(results, args.plot, f"{' and '.join(p.DISPLAY for p in used)} kernels on {device.name}")
         say(f"wrote {args.plot}")
     return 0
