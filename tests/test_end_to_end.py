@@ -278,6 +278,10 @@ def test_mamba_ssm_end_to_end(standin, built, built_mamba, ccache, tmp_path):
     assert not [d for d in depends if d.split()[0] in ("tilelang", "apache-tvm-ffi", "quack-kernels", "ninja")], depends
     assert_sm90_extension_and_nothing_leaked(unpacked, "selective_scan_cuda", output, ccache)
     assert "Overlinking" not in log
+    # The test section's arch check (shared/tests/check_arch.py, shipped through the path source) ran.
+    built_for = r"selective_scan_cuda\.cpython-\d+-x86_64-linux-gnu\.so: \d+ fat binaries, built for 9\.0$"
+    assert re.search(built_for, log, re.M), log[-3000:]
+    assert "ok: images match the expected list 9.0" in log
 
     prefix = tmp_path / "env"
     installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["mamba-ssm"], prefix, cuda=CUDA)

@@ -1,7 +1,7 @@
 """GPU architectures: TORCH_CUDA_ARCH_LIST values and which code runs on which GPU.
 
 The one place in the tooling that parses an architecture list ("8.0;9.0+PTX") and rules on
-compatibility. (recipe/causal-conv1d/tests/check_arch.py ships inside the packages and keeps its own reader.)
+compatibility. (recipe/shared/tests/check_arch.py ships inside the packages and keeps its own reader.)
 """
 
 from __future__ import annotations

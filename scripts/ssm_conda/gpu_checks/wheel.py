@@ -9,7 +9,7 @@
 network nor `patch`). `run` builds a wheel from that tree with pip against the machine's own
 torch and nvcc (TORCH_CUDA_ARCH_LIST from --arch, default this GPU's), installs it into a folder
 of its own (the machine's Python is left as it was), runs the script test of recipe/causal-conv1d/recipe.yaml
-(its commands, env and files, read from the recipe: check_arch.py, recipe/causal-conv1d/tests and the upstream
+(its commands, env and files, read from the recipe: shared/tests/check_arch.py, recipe/causal-conv1d/tests and the upstream
 subset) with the GPU required, then ssm-conda bench-kernels.
 Results land in --out (default gpu-wheel/results): build.log, tests.log, tests.xml, bench.log, bench.json, bench.png and
 summary.json, and a summary table is printed. This is the quick path for a GPU machine without

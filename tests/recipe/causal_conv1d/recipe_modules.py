@@ -12,11 +12,12 @@ from pathlib import Path
 from types import ModuleType
 
 RECIPE_TESTS = Path(__file__).resolve().parents[3] / "recipe" / "causal-conv1d" / "tests"
+SHARED_TESTS = RECIPE_TESTS.parents[1] / "shared" / "tests"
 
 
-def load_recipe_module(stem: str) -> ModuleType:
-    """recipe/causal-conv1d/tests/<stem>.py as a fresh module named recipe_tests_<stem>."""
-    spec = importlib.util.spec_from_file_location(f"recipe_tests_{stem}", RECIPE_TESTS / f"{stem}.py")
+def load_recipe_module(stem: str, folder: Path = RECIPE_TESTS) -> ModuleType:
+    """<folder>/<stem>.py (default recipe/causal-conv1d/tests) as a fresh module named recipe_tests_<stem>."""
+    spec = importlib.util.spec_from_file_location(f"recipe_tests_{stem}", folder / f"{stem}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

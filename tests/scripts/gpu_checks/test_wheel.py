@@ -216,7 +216,7 @@ def test_cuda_home_without_headers_is_one_clear_error(tmp_path, monkeypatch):
 
 def test_the_test_step_is_the_recipes_test_section():
     section = gpu_check.recipe_test_section("8.0;9.0+PTX")
-    assert section.commands[0].startswith("python tests/check_arch.py --expect")
+    assert section.commands[0].startswith("python shared/tests/check_arch.py --expect")
     assert any(c.startswith("python -m pytest") and c.endswith("tests/") for c in section.commands)
     assert section.env == {"CAUSAL_CONV1D_EXPECTED_ARCHS": "8.0;9.0+PTX"}
     assert section.recipe_files == ["tests/"] and section.source_files == ["tests/test_causal_conv1d.py"]

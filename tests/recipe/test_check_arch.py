@@ -1,4 +1,4 @@
-"""recipe/causal-conv1d/tests/check_arch.py: the fat binary parser and CUDA's compatibility rules.
+"""recipe/shared/tests/check_arch.py (both packages' arch check): the fat binary parser and CUDA's compatibility rules.
 
 Fabricated fat binaries and ELF files for the parser and the decision logic; a real one from
 nvcc (when it is on PATH) to show the parser finds exactly the -gencode images asked for.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipe.causal_conv1d.recipe_modules import load_recipe_module
+from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 
-ca = load_recipe_module("check_arch")
+ca = load_recipe_module("check_arch", SHARED_TESTS)
 Image = ca.Image
 
 

@@ -1,4 +1,5 @@
-"""Which GPU code the installed causal_conv1d_cuda extension carries, and whether this GPU can run it.
+"""Which GPU code an installed extension carries (causal_conv1d_cuda, selective_scan_cuda), and whether
+this GPU can run it. Shared by the packages' test sections (shipped through their path source).
 
 The extension's ELF file holds a `.nv_fatbin` section: one fat binary per CUDA translation unit,
 each a list of images, either SASS (a cubin for one real architecture, sm_XY) or PTX (compute_XY,
@@ -18,6 +19,7 @@ Usable three ways: imported (by the recipe's tests and by scripts), or as a comm
     python check_arch.py                      # the installed extension vs this machine's GPUs
     python check_arch.py --so FILE --gpu 12.0 # any file, any compute capability
     python check_arch.py --expect "8.0;9.0+PTX"   # exactly these images, else exit 1
+    python check_arch.py --module selective_scan_cuda  # mamba-ssm's extension
 
 Exit status: 0 fine, 1 a GPU that cannot run the extension (or --expect differs), 2 bad input.
 """
@@ -338,9 +340,11 @@ def gpu_capabilities() -> list[tuple[int, int]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="check_arch.py",
-        description="Which SASS/PTX the causal_conv1d_cuda extension carries, and whether this GPU can run it.",
+        description="Which SASS/PTX an extension carries, and whether this GPU can run it.",
     )
-    parser.add_argument("--so", help="the shared object to read (default: the installed causal_conv1d_cuda)")
+    parser.add_argument("--module", default="causal_conv1d_cuda",
+                        help="the installed extension module to read (default: causal_conv1d_cuda)")
+    parser.add_argument("--so", help="the shared object to read instead of an installed module")
     parser.add_argument("--gpu", action="append", metavar="X.Y",
                         help="compute capability to check against (repeatable; default: this machine's GPUs)")
     parser.add_argument("--expect", metavar="ARCH_LIST",
@@ -349,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        path = Path(args.so) if args.so else find_extension()
+        path = Path(args.so) if args.so else find_extension(args.module)
         if args.so and not path.is_file():
             raise FatbinError(f"no such file: {path}")
         fatbins = read_fatbins(path)
