@@ -10,7 +10,8 @@ export CUDA_HOME="${BUILD_PREFIX}"
 : "${TORCH_CUDA_ARCH_LIST:?set by the recipe from the variant key cuda_arch_list}"
 
 # Parallelism from what this build may use: one nvcc process peaks near 2 GB per thread (measured:
-# 3.4 GB for two sm_90 jobs), and ninja runs MAX_JOBS of them; there are only 4 sources. CPUs and
+# 3.4 GB for two sm_90 jobs), and ninja runs MAX_JOBS of them, no more than there are sources to
+# compile (causal-conv1d has 4, mamba-ssm 10). CPUs and
 # memory are the machine's, or fewer where the cgroup of a container or a batch job (v2 or v1) caps
 # them: OOM kills come from the cap, not from the machine running out.
 # CAUSAL_CONV1D_PROBE_ROOT, set only by tests, reads /proc and /sys/fs/cgroup under a fake root.
@@ -58,7 +59,9 @@ mem_gb=$(( mem_kb / 1048576 ))
 slots=$(( mem_gb * 3 / 4 / 2 ))
 (( slots >= 1 )) || slots=1
 jobs=$(( cpus < slots ? cpus : slots ))
-(( jobs <= 4 )) || jobs=4
+sources=$(find . \( -name '*.cu' -o -name '*.cpp' \) -not -path './build/*' | wc -l)
+(( sources >= 1 )) || sources=4
+(( jobs <= sources )) || jobs="${sources}"
 # A caller's MAX_JOBS sizes the threads per job.
 [[ ! "${MAX_JOBS:-}" =~ ^[1-9][0-9]*$ ]] || jobs="${MAX_JOBS}"
 threads=$(( cpus / jobs < slots / jobs ? cpus / jobs : slots / jobs ))

@@ -113,3 +113,14 @@ def test_this_machine(tmp_path):
     max_jobs, nvcc_threads = run_build_sh(tmp_path, None, cpus=cpus)
     assert 1 <= int(max_jobs) <= min(cpus, 4)
     assert int(nvcc_threads) >= 1
+
+
+@pytest.mark.parametrize(("sources", "expected"), [(3, ("4", "16")), (9, ("10", "6"))])
+def test_jobs_go_up_to_the_number_of_sources(tmp_path, sources, expected):
+    """64 CPUs, 512 GB: causal-conv1d's 3 CUDA sources and a binding get 4 jobs of 16 threads,
+    mamba-ssm's 9 and a binding 10 jobs of 6."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "binding.cpp").write_text("")
+    for i in range(sources):
+        (tmp_path / "csrc" / f"kernel{i}.cu").write_text("")
+    assert run_build_sh(tmp_path, machine(tmp_path / "root", available_gib=512), cpus=64) == expected
