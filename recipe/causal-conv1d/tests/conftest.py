@@ -159,3 +159,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
     line = GATE.summary_line()
     if line:
         terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def extension_module() -> str:
+    return "causal_conv1d_cuda"
+
+
+@pytest.fixture(scope="session")
+def expected_archs_env() -> str:
+    return "CAUSAL_CONV1D_EXPECTED_ARCHS"

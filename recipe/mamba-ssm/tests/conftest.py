@@ -60,3 +60,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
     line = GATE.summary_line()
     if line:
         terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def extension_module() -> str:
+    return "selective_scan_cuda"
+
+
+@pytest.fixture(scope="session")
+def expected_archs_env() -> str:
+    return "MAMBA_SSM_EXPECTED_ARCHS"

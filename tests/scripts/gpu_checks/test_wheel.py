@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -158,13 +159,12 @@ def run_with_wheel(source: Path, tmp_path: Path, extension: bool) -> tuple[subpr
 
 
 @no_gpu_here
-def test_a_wheel_without_gpu_code_fails_the_arch_check_and_is_summarised(source, tmp_path):
+def test_a_wheel_without_gpu_code_fails_the_tests_and_is_summarised(source, tmp_path):
     result, steps = run_with_wheel(source, tmp_path, extension=True)
     assert result.returncode == 1, result.stdout + result.stderr
     assert list(steps) == ["install", "tests", "bench"]
     assert steps["install"]["ok"] and "imports" in steps["install"]["detail"]
-    assert not steps["tests"]["ok"] and "a command before pytest failed" in steps["tests"]["detail"]
-    assert "causal_conv1d_cuda" in (tmp_path / "out" / "tests.log").read_text()  # check_arch says what it sought
+    assert not steps["tests"]["ok"] and re.search(r"\d+ (failed|errors?)", steps["tests"]["detail"])
     assert "tests    FAIL" in result.stdout and "install  PASS" in result.stdout
 
 
@@ -216,7 +216,7 @@ def test_cuda_home_without_headers_is_one_clear_error(tmp_path, monkeypatch):
 
 def test_the_test_step_is_the_recipes_test_section():
     section = gpu_check.recipe_test_section("8.0;9.0+PTX")
-    assert section.commands[0].startswith("python shared/tests/check_arch.py --expect")
+    assert section.commands == ["python -m pytest -p no:cacheprovider -rfEs tests/"]
     assert any(c.startswith("python -m pytest") and c.endswith("tests/") for c in section.commands)
     assert section.env == {"CAUSAL_CONV1D_EXPECTED_ARCHS": "8.0;9.0+PTX"}
     assert section.recipe_files == ["tests/"] and section.source_files == ["tests/test_causal_conv1d.py"]

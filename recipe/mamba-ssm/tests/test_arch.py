@@ -1,0 +1,8 @@
+"""The arch checks shared by both packages (shared/tests/arch_tests.py), for selective_scan_cuda."""
+
+from arch_tests import (  # noqa: F401 (collected here)
+    extension,
+    test_extension_has_gpu_code,
+    test_extension_matches_variant_arch_list,
+    test_extension_runs_on_this_gpu,
+)
