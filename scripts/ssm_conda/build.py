@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -199,6 +200,27 @@ def cuda_override(cuda: str) -> Iterator[None]:
         del os.environ["CONDA_OVERRIDE_CUDA"]
 
 
+def rattler_package_cache() -> Path:
+    """Where rattler (rattler-build's test environments, pixi) keeps extracted packages."""
+    root = os.environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache"
+    return Path(root) / "pkgs"
+
+
+def evict_from_package_cache(name: str, version: str, build_string: str, cache: Path | None = None) -> list[Path]:
+    """Forget a package that is about to be rebuilt under the same name, version and build string.
+
+    The build string hashes only variant keys, so a rebuild after a recipe change (a new test, a
+    patch) keeps the file name; rattler's package cache is keyed by that name and would hand the
+    test environment the package it extracted earlier, testing the old build (seen here: a test
+    section that no longer existed ran against the new package)."""
+    cache = cache or rattler_package_cache()
+    stem = f"{name}-{version}-{build_string}"
+    removed = [p for p in (cache / stem, cache / f"{stem}.lock", cache / f"{stem}.conda") if p.exists()]
+    for path in removed:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return removed
+
+
 def build_one(
     variant: PlannedVariant,
     channels: list[str],
@@ -212,6 +234,8 @@ def build_one(
         skip_existing="local" if args.skip_existing else "none",
     )
     start = time.monotonic()
+    if not args.skip_existing:
+        evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string)
     outcome = Outcome(variant.package, variant.label)
     log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
     progress = Progress(f"{variant.package} {variant.label}", args.verbose, log)

@@ -112,7 +112,7 @@ def test_cache_hits_come_from_the_last_ccache_statistics():
 
 
 def fake_variant(cuda: str, run_build) -> PlannedVariant:  # noqa: ANN001
-    recipe = SimpleNamespace(package=SimpleNamespace(name="causal-conv1d"))
+    recipe = SimpleNamespace(package=SimpleNamespace(name="causal-conv1d", version="1.7.0"))
     rendered = SimpleNamespace(recipe=recipe, run_build=run_build)
     return PlannedVariant(cuda, "3.12", "2.13", "9.0", "cuda130_py312_torch213_h0_0", None, {}, rendered)
 
@@ -125,6 +125,7 @@ def test_builds_solve_for_the_variants_cuda_even_with_an_older_driver(tmp_path, 
     smi.write_text("#!/bin/sh\necho '0, NVIDIA A100-SXM4-80GB, 8.0, 550.54.14'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler"))
     if user_value is None:
         monkeypatch.delenv("CONDA_OVERRIDE_CUDA", raising=False)
     else:
@@ -163,3 +164,14 @@ def test_mamba_ssm_shares_the_variant_scheme_and_pins():
     run = [str(r) for r in mamba.rendered.recipe.requirements.run]
     assert "pytorch 2.13.* cuda*" in run and "causal-conv1d >=1.7,<2" in run
     assert not any(name in " ".join(run) for name in ("tilelang", "quack", "tvm", "ninja"))
+
+
+def test_a_rebuild_is_not_tested_from_rattlers_package_cache(tmp_path):
+    """Same name, version and build string after a recipe change: the extracted old package goes."""
+    stem = "causal-conv1d-1.7.0-cuda130_py311_torch214_he733e5d_0"
+    (tmp_path / stem / "info").mkdir(parents=True)
+    (tmp_path / f"{stem}.lock").write_text("")
+    (tmp_path / "mamba-ssm-2.3.2.post1-cuda130_py311_torch214_he733e5d_0").mkdir()
+    removed = build.evict_from_package_cache("causal-conv1d", "1.7.0", "cuda130_py311_torch214_he733e5d_0", tmp_path)
+    assert sorted(p.name for p in removed) == [stem, f"{stem}.lock"]
+    assert [p.name for p in tmp_path.iterdir()] == ["mamba-ssm-2.3.2.post1-cuda130_py311_torch214_he733e5d_0"]
