@@ -116,8 +116,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", type=Path, help="write each test's full output here")
 
 
+def package_files(inputs: list[str]) -> list[Path]:
+    """This project's packages among the named files and channels, each once."""
+    return [p for p in find_packages(inputs) if p.name.rsplit("-", 2)[0] in PACKAGES]
+
+
 def run(args: argparse.Namespace) -> int:
-    packages = [p for name in PACKAGES for p in find_packages(args.packages, name=name)]
+    packages = package_files(args.packages)
     if not packages:
         raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} "
                          "(build first, or name a .conda file)")

@@ -78,3 +78,15 @@ def test_judge():
 def test_cuda_version_of():
     assert gpu_test.cuda_version_of(["python >=3.12", "cuda-version >=13.0,<14"]) == "13.0"
     assert gpu_test.cuda_version_of(["python"]) is None
+
+
+def test_each_package_is_tested_once(tmp_path):
+    """A file named on the command line, or found in a channel, is one package (it was tested twice)."""
+    (tmp_path / "linux-64").mkdir()
+    names = ["causal-conv1d-1.7.0-cuda130_py311_torch214_h0_0.conda",
+             "mamba-ssm-2.3.2.post1-cuda130_py311_torch214_h0_0.conda", "pytorch-2.14.1-cuda130_0.conda"]
+    for name in names:
+        (tmp_path / "linux-64" / name).write_bytes(b"")
+    one = str(tmp_path / "linux-64" / names[0])
+    assert [p.name for p in gpu_test.package_files([one])] == [names[0]]
+    assert sorted(p.name for p in gpu_test.package_files([str(tmp_path), one])) == sorted(names[:2])
