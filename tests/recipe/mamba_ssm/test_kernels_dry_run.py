@@ -18,18 +18,12 @@ pass: that needs a GPU (ssm-conda gpu-test).
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
-
 import pytest
 from ssm_conda.paths import RECIPES_DIR
 
+from tests.recipe.planted_runs import outcomes_by_bug
+
 KERNEL_TESTS = RECIPES_DIR / "mamba-ssm" / "tests" / "test_kernels.py"
-# "test_selective_scan[bug=D_dropped-float32-varB-varC-D-z-...-L64]": planted_bugs.py's parameter first.
-BUG_ID = re.compile(r"^(\w+)\[bug=(\w+)(?:-(.+))?\]$")
 SCAN, INNER, BLOCK = "test_selective_scan", "test_mamba_inner_fn", "test_mamba_block"
 CPU_TESTS = {SCAN, INNER, BLOCK, "test_construct_without_optional_kernels"}
 TRITON_TESTS = {"test_selective_state_update", "test_mamba2_block"}
@@ -52,32 +46,10 @@ PLANTED = {
 
 @pytest.fixture(scope="module")
 def outcomes(cpu_mamba_ssm, tmp_path_factory) -> dict[str, dict[str, str]]:
-    """{bug ("none" for the correct stand-ins): {case id: passed|failed|error|skipped}}, from one run."""
-    tmp = tmp_path_factory.mktemp("dry-run")
-    report = tmp / "report.xml"
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("MAMBA_SSM_", "CAUSAL_CONV1D_"))}
-    environ.update(
-        MAMBA_SSM_TEST_DEVICE="cpu", MAMBA_SSM_CPU_KERNEL_BUGS=",".join(["none", *PLANTED, "no_such_bug"]),
-        PYTHONPATH=os.pathsep.join(str(p) for p in cpu_mamba_ssm), PYTHONDONTWRITEBYTECODE="1",
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "planted_bugs", "-q", "-rs",
-         "-W", "ignore::UserWarning", "--rootdir", str(KERNEL_TESTS.parent), "-c", os.devnull,
-         f"--junitxml={report}", str(KERNEL_TESTS)],
-        capture_output=True, text=True, timeout=900, cwd=tmp, env=environ,
-    )
-    assert report.is_file(), result.stdout + result.stderr
-    by_bug: dict[str, dict[str, str]] = {}
-    for case in ET.parse(report).iter("testcase"):
-        kinds = {child.tag: child.get("message", "") for child in case}
-        outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
-        match = BUG_ID.match(case.get("name"))
-        assert match, case.get("name")
-        function, bug, params = match.groups(default="")
-        by_bug.setdefault(bug, {})[f"{function}[{params}]"] = {"failure": "failed"}.get(outcome, outcome)
-        if outcome == "skipped":
-            by_bug[bug][f"{function}[{params}]"] += ": " + kinds["skipped"]
-    return by_bug
+    """{bug ("none" for the correct stand-ins): {case id: passed|failed|error|skipped: ...}}, from one run."""
+    env = {"MAMBA_SSM_TEST_DEVICE": "cpu", "MAMBA_SSM_CPU_KERNEL_BUGS": ",".join(["none", *PLANTED, "no_such_bug"])}
+    return outcomes_by_bug(KERNEL_TESTS, tmp_path_factory.mktemp("dry-run"), env, cpu_mamba_ssm,
+                           clear=("MAMBA_SSM_", "CAUSAL_CONV1D_"), timeout=900)
 
 
 def _function(case: str) -> str:
