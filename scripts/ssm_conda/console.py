@@ -1,20 +1,18 @@
-"""What every subcommand shares on the terminal: errors and exit codes, tables, progress, sizes.
+"""What every subcommand shares on the terminal: errors and exit codes, tables, sizes.
 
-Tables and progress use rich. Off a terminal (CI logs, pipes, tests) tables are plain text wide
-enough not to cut paths, and progress bars are replaced by a line per finished step.
+Tables use rich. Off a terminal (CI logs, pipes, tests) they are plain text wide enough not to cut
+paths. (Downloads show pip's own progress bar: ssm_conda.standin.wheels.)
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 from rich.table import Table
 
 
@@ -132,20 +130,6 @@ def print_summary(outcomes: Sequence[Outcome], title: str | None = None) -> None
     rows = [o.row() for o in outcomes]
     keep = [i for i, h in enumerate(SUMMARY_HEADERS) if h in ("package", "result") or any(r[i] not in ("-", "") for r in rows)]
     print_table([SUMMARY_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows], title)
-
-
-@contextmanager
-def download_progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """A byte-counting progress bar on a terminal; elsewhere one line when done. Yields advance(n)."""
-    if not sys.stderr.isatty():
-        done = [0]
-        yield lambda n: done.__setitem__(0, done[0] + n)
-        print(f"{description}: {human_size(done[0])}", file=sys.stderr, flush=True)
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console(stderr=True), transient=False) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda n: progress.advance(task, n)
 
 
 def one_of(kind: str, value: str, accepted: Sequence[str]) -> UsageError:
