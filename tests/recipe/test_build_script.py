@@ -16,23 +16,33 @@ GIB = 1 << 30
 V1_UNLIMITED = "9223372036854771712"
 
 
-def run_build_sh(tmp_path: Path, probe_root: Path | None, cpus: int = 16, **env: str) -> tuple[str, str]:
-    """(MAX_JOBS, NVCC_THREADS) as build.sh hands them to pip."""
+def pip_environment(tmp_path: Path, probe_root: Path | None, cpus: int = 16, nvcc_help: str = "",
+                    **env: str) -> dict[str, str]:
+    """The environment build.sh runs `pip install` in; a fake nvcc on PATH prints nvcc_help."""
     recorded = tmp_path / "recorded"
     python = tmp_path / "python"
-    python.write_text(f'#!/bin/sh\necho "$MAX_JOBS $NVCC_THREADS" > {recorded}\n')
+    python.write_text(f"#!/bin/sh\nenv -0 > {recorded}\n")
     python.chmod(0o755)
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "nvcc").write_text(f"#!/bin/sh\ncat <<'EOF'\n{nvcc_help}\nEOF\n")
+    (bin_dir / "nvcc").chmod(0o755)
     environ = {k: v for k, v in os.environ.items()
                if k not in ("MAX_JOBS", "NVCC_THREADS", "CAUSAL_CONV1D_CCACHE_DIR", "CAUSAL_CONV1D_PROBE_ROOT")}
     environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(RECIPE_DIR),
-                   PKG_NAME="causal-conv1d",
+                   PKG_NAME="causal-conv1d", PATH=f"{bin_dir}:{os.environ['PATH']}",
                    TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), **env)
     if probe_root is not None:
         environ["CAUSAL_CONV1D_PROBE_ROOT"] = str(probe_root)
     subprocess.run(["bash", str(RECIPES_DIR / "shared" / "build-extension.sh")], cwd=tmp_path, env=environ,
                    check=True, capture_output=True, text=True)
-    max_jobs, nvcc_threads = recorded.read_text().split()
-    return max_jobs, nvcc_threads
+    return dict(entry.split("=", 1) for entry in recorded.read_text().split("\0") if "=" in entry)
+
+
+def run_build_sh(tmp_path: Path, probe_root: Path | None, cpus: int = 16, **env: str) -> tuple[str, str]:
+    """(MAX_JOBS, NVCC_THREADS) as build.sh hands them to pip."""
+    recorded = pip_environment(tmp_path, probe_root, cpus, **env)
+    return recorded["MAX_JOBS"], recorded["NVCC_THREADS"]
 
 
 def machine(root: Path, available_gib: int = 64, cgroup: str | None = None, **files: str) -> Path:
@@ -124,3 +134,30 @@ def test_jobs_go_up_to_the_number_of_sources(tmp_path, sources, expected):
     for i in range(sources):
         (tmp_path / "csrc" / f"kernel{i}.cu").write_text("")
     assert run_build_sh(tmp_path, machine(tmp_path / "root", available_gib=512), cpus=64) == expected
+
+
+NVCC_13_HELP = """--compress-mode [default,size,speed,balance,none]   (-compress-mode)
+        Specify compression mode for fatbinary."""
+
+
+@pytest.mark.parametrize(("nvcc_help", "expected"), [
+    pytest.param(NVCC_13_HELP, "nvcc --compress-mode=size", id="nvcc-with-compress-mode"),
+    pytest.param("--threads <number>   (-t)", "nvcc", id="nvcc-12.6"),
+])
+def test_fatbins_compressed_where_nvcc_can(tmp_path, nvcc_help, expected):
+    root = machine(tmp_path / "root", 64)
+    assert pip_environment(tmp_path, root, nvcc_help=nvcc_help)["PYTORCH_NVCC"] == expected
+
+
+def test_compression_flag_is_on_the_cached_command_line(tmp_path):
+    """With the compiler cache the flag stays on the command line ccache hashes: objects built
+    without compression are never reused for a compressed build."""
+    root = machine(tmp_path / "root", 64)
+    fake_ccache = tmp_path / "fake-bin"
+    fake_ccache.mkdir()
+    (fake_ccache / "ccache").write_text("#!/bin/sh\n")
+    (fake_ccache / "ccache").chmod(0o755)
+    (tmp_path / "src").mkdir()
+    command = pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
+                              SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
+    assert command.startswith("ccache nvcc --compress-mode=size -I")
