@@ -12,6 +12,11 @@ from dataclasses import dataclass
 
 from ssm_conda.console import UsageError
 
+# Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
+# Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
+# for each, so that any machine's __cuda_arch finds its own.
+COMPUTE_CAPABILITIES = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.8",
+                        "8.9", "9.0", "10.0", "10.1", "10.3", "11.0", "12.0", "12.1")
 ENTRY_RE = re.compile(r"(\d+)\.(\d+)(\+PTX)?")
 SEPARATORS_RE = re.compile(r"[;,\s]+")
 EXAMPLE = "'8.0;9.0+PTX'"
@@ -69,6 +74,11 @@ def format_arch_list(entries: Sequence[ArchEntry]) -> str:
     return ";".join(str(e) for e in entries)
 
 
+def lowest_arch(arch_list: str) -> str:
+    """ "9.0+PTX;8.0" -> "8.0": the compute capability a package built for arch_list needs at least."""
+    return min(parse_arch_list(arch_list), key=lambda e: e.key).cap
+
+
 def arch_covers(cap: str, arch_list: str) -> str | None:
     """How code built for arch_list runs on a GPU of compute capability cap, or None if it can't.
 
@@ -120,4 +130,5 @@ def resolve_arch_option(
     for entry in entries:
         if entry.cap not in supported:
             raise UsageError(f"unknown architecture {str(entry)!r} for CUDA {cuda}; {accepted}")
-    return format_arch_list(entries)
+    # ascending: the recipes read the lowest architecture from the front of the list
+    return format_arch_list(sorted(entries, key=lambda e: e.key))

@@ -30,10 +30,10 @@ NVIDIA_LIBS = {
     "libcusparselt": "nvidia_cusparselt_cu{major}", "libnvshmem": "nvidia_nvshmem_cu{major}",
 }
 NVIDIA_DEPS = {"libcusparse": ("libnvjitlink",), "libcusolver": ("libcublas", "libcusparse", "libnvjitlink")}
-# Stand-ins repacked from the machine itself, not from a wheel (see packages.standins()).
+# Stand-ins repacked from the machine itself, or empty metapackages, not from a wheel (see packages.standins()).
 MACHINE_PACKAGES = (
     "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
-    "cuda-version", "cuda-cudart", "cuda-cudart-dev", "cuda-nvcc_linux-64", "pytorch",
+    "cuda-version", "cuda-arch", "cuda-cudart", "cuda-cudart-dev", "cuda-nvcc_linux-64", "pytorch",
 )
 # PyPI names (canonical, as packaging.utils.canonicalize_name writes them) whose conda-forge name differs.
 CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "huggingface_hub", "torch": "pytorch"}

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from ssm_conda.archs import COMPUTE_CAPABILITIES
 from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
 from ssm_conda.standin.host import Machine
 from ssm_conda.standin.wheels import Wheel, conda_run_requirements, conda_specifier, read_metadata
@@ -21,13 +22,18 @@ RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 class StandIn:
     """One stand-in package: a recipe template, its context and list injections."""
 
-    key: str
+    key: str  # unique: the conda name, or name-version where one name has several stand-ins
     template: str
     context: dict[str, Any]
     run: list[str] | None = None
     host: list[str] | None = None
     entry_points: list[str] | None = None
     run_exports_strong: list[str] | None = None
+    name: str | None = None  # the conda name where it is not the key
+
+    @property
+    def conda_name(self) -> str:
+        return self.name or self.key
 
 
 def standins(m: Machine) -> list[StandIn]:
@@ -51,6 +57,7 @@ def standins(m: Machine) -> list[StandIn]:
                                                   "tools": f"c++={m.cxx} g++={m.cxx}"},
                 run=[f"gcc_linux-64 =={gcc}"], run_exports_strong=[f"libstdcxx >={gcc_major}"]),
         StandIn("cuda-version", "cuda-version.yaml", dict(cuda)),
+        *(StandIn(f"cuda-arch-{cap}", "cuda-arch.yaml", {"capability": cap}, name="cuda-arch") for cap in COMPUTE_CAPABILITIES),
         StandIn("cuda-cudart", "cuda-cudart.yaml", dict(toolkit)),
         StandIn("cuda-cudart-dev", "cuda-cudart-dev.yaml", dict(toolkit)),
         StandIn("cuda-nvcc_linux-64", "cuda-nvcc_linux-64.yaml",

@@ -67,7 +67,7 @@ def build_channel(m: Machine, channel: Path, threads: int, log: Log, rebuild: fr
             package, build = rendered.recipe.package, rendered.recipe.build
             name, version, subdir = package.name, str(package.version), "noarch" if build.noarch else reuse.TARGET_PLATFORM
             path = reuse.package_path(channel, subdir, name, version, build.string)
-            step = f"[{number}/{len(todo)}] {standin.key} {version}"
+            step = f"[{number}/{len(todo)}] {standin.conda_name} {version}"
             outcome = Outcome(f"{name} {version}", build.string, detail=subdir)
             digest = reuse.recipe_digest(recipe_path, standin.context)
             changed = path.exists() and not reuse.is_stamped(path, digest)

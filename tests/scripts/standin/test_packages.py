@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from ssm_conda.archs import COMPUTE_CAPABILITIES
 from ssm_conda.standin import catalog, packages
 from ssm_conda.standin.wheels import Wheel
 
@@ -14,8 +15,21 @@ def by_key(fake_machine) -> dict[str, packages.StandIn]:
 
 def test_every_catalog_name_is_a_standin_and_back(fake_machine):
     """--rebuild accepts exactly the stand-ins' names."""
-    assert set(by_key(fake_machine)) == catalog.all_names()
-    assert len(packages.standins(fake_machine)) == len(catalog.all_names()) == 74
+    standins = packages.standins(fake_machine)
+    assert {s.conda_name for s in standins} == catalog.all_names()
+    assert len(catalog.all_names()) == 75
+    assert len(standins) == len({s.key for s in standins}) == 74 + len(COMPUTE_CAPABILITIES)
+
+
+def test_cuda_arch_as_conda_forge_publishes_it(fake_machine, tmp_path):
+    """One version per compute capability, each constrained by __cuda_arch and exporting cuda-arch >=X."""
+    arch = [s for s in packages.standins(fake_machine) if s.conda_name == "cuda-arch"]
+    assert [s.context["capability"] for s in arch] == list(COMPUTE_CAPABILITIES)
+    assert {"7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"} <= set(COMPUTE_CAPABILITIES)
+    recipe = yaml.safe_load(packages.write_recipe(arch[0], tmp_path).read_text())
+    assert recipe["build"]["noarch"] == "generic"
+    assert recipe["requirements"]["run_exports"] == ["cuda-arch >=${{ capability }}"]
+    assert recipe["requirements"]["run_constraints"] == ["__cuda_arch ==${{ capability }}"]
 
 
 def test_build_order_puts_python_first_and_pytorch_last(fake_machine):
@@ -77,7 +91,7 @@ def test_every_standin_renders(fake_machine, tmp_path):
         render = RenderConfig(PlatformConfig(target_platform="linux-64"),
                               extra_context={k: str(v) for k, v in standin.context.items()})
         rendered = Stage0Recipe.from_file(recipe_path).render(variants, render)[0].recipe
-        assert rendered.package.name == standin.key, standin.key
+        assert rendered.package.name == standin.conda_name, standin.key
         assert str(rendered.package.version), standin.key
         python_tagged = standin.key in (*catalog.BINARY_WHEELS, "triton", "pytorch")
         assert ("py311" in rendered.build.string) is python_tagged, (standin.key, rendered.build.string)
