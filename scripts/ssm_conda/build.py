@@ -26,6 +26,7 @@ from urllib.request import url2pathname
 import yaml
 from rattler_build.progress import ProgressCallback
 
+from ssm_conda.archs import lowest_arch
 from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.matrix import PlannedVariant, Selection, plan
@@ -49,14 +50,22 @@ def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", help="Python X.Y (default: every one in variants/)")
     parser.add_argument("--torch", help="pytorch minor X.Y (default: every one in variants/)")
     parser.add_argument(
+        "--generation", action="append",
+        help="GPU generation from the variant file (repeatable; default: every one it lists): "
+        "all (the all-architecture package) or one of its per-generation packages, e.g. sm90",
+    )
+    parser.add_argument(
         "--arch",
-        help='GPU architectures: all (the variant file\'s list, default), native, or "8.0;9.0+PTX"',
+        help='GPU architectures instead of the variant file\'s: native (the GPUs here) or a list such as "8.0;9.0+PTX"; '
+        "the package installs only where the oldest GPU has the major architecture of its lowest entry",
     )
 
 
 def selection_from_args(args: argparse.Namespace) -> Selection:
     packages = tuple(p for p in PACKAGES if p in (args.package or PACKAGES))
-    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch, packages=packages)
+    generations = tuple(dict.fromkeys(args.generation)) if args.generation else None
+    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch,
+                     generations=generations, packages=packages)
 
 
 def with_needs(selection: Selection) -> Selection:
@@ -177,27 +186,30 @@ def configure_compiler_cache(disabled: bool, output_dir: Path) -> None:
 
 
 def print_plan(variants: Sequence[PlannedVariant]) -> None:
-    rows = [(v.package, v.cuda, v.python, v.torch, v.archs, v.build_string) for v in variants]
-    print_table(["package", "CUDA", "Python", "torch", "archs", "build string"], rows)
+    rows = [(v.package, v.cuda, v.python, v.torch, v.generation, v.archs, v.build_string) for v in variants]
+    print_table(["package", "CUDA", "Python", "torch", "generation", "archs", "build string"], rows)
     print(f"{len(variants)} variant(s)")
 
 
 @contextmanager
-def cuda_override(cuda: str) -> Iterator[None]:
-    """CONDA_OVERRIDE_CUDA=<the variant's CUDA> for one build, unless the user set it.
+def virtual_package_overrides(cuda: str, arch_min: str) -> Iterator[None]:
+    """CONDA_OVERRIDE_CUDA=<the variant's CUDA> and CONDA_OVERRIDE_CUDA_ARCH=<its lowest
+    architecture> for one build, each unless the user set it.
 
     CUDA builds of pytorch depend on __cuda, and cuda-version constrains it: without a driver, or
     with a driver older than the variant's CUDA (a 12.x driver building cuda130), the build and
-    test environments would not solve. conda-forge's CI does the same.
+    test environments would not solve. conda-forge's CI does the same. A generation package
+    requires __cuda_arch of its generation, which a machine without a GPU, or with a GPU of another
+    generation, lacks; the all-architecture package's test environment gets the oldest GPU it runs on.
     """
-    if "CONDA_OVERRIDE_CUDA" in os.environ:
-        yield
-        return
-    os.environ["CONDA_OVERRIDE_CUDA"] = cuda
+    wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": arch_min}
+    added = {name: value for name, value in wanted.items() if name not in os.environ}
+    os.environ.update(added)
     try:
         yield
     finally:
-        del os.environ["CONDA_OVERRIDE_CUDA"]
+        for name in added:
+            del os.environ[name]
 
 
 def rattler_package_cache() -> Path:
@@ -240,7 +252,7 @@ def build_one(
     log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
     progress = Progress(f"{variant.package} {variant.label}", args.verbose, log)
     try:
-        with cuda_override(variant.cuda):
+        with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs)):
             result = variant.rendered.run_build(
                 tool_config=tool_config,
                 output_dir=str(output_dir),

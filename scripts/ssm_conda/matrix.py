@@ -1,8 +1,9 @@
 """The variant matrix: read from variants/*.yaml (its only source), selected and rendered.
 
-Each variant file holds one CUDA version; a variant is one (CUDA, Python, pytorch minor) with
-the file's compilers and the architecture list. Rendering uses rattler-build's own renderer, so
-the build strings and hashes shown are the ones the build will produce.
+Each variant file holds one CUDA version; a variant is one (CUDA, Python, pytorch minor, GPU
+generation) with the file's compilers and the generation's architecture list. The files are read
+and rendered by rattler-build itself (selectors for the target platform included), so the lists,
+build strings and hashes shown are the ones the build will produce.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ssm_conda.archs import resolve_arch_option
+from ssm_conda.archs import resolve_arch_option, version_key
 from ssm_conda.console import UsageError, one_of
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR, recipe_of
@@ -25,6 +24,7 @@ PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
 # The recipe builds natively on linux-64 and linux-aarch64 (conda-forge has CUDA pytorch for both).
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
+ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,15 @@ class VariantFile:
         return [str(v) for v in self.data["pytorch"]]
 
     @property
+    def generations(self) -> dict[str, str]:
+        """gpu_generation -> its TORCH_CUDA_ARCH_LIST, in the file's order ("all" first)."""
+        return dict(zip((str(g) for g in self.data["gpu_generation"]),
+                        (str(a) for a in self.data["cuda_arch_list"]), strict=True))
+
+    @property
     def arch_list(self) -> str:
-        return str(self.data["cuda_arch_list"][0])
+        """The all-architecture package's list."""
+        return self.generations[ALL_ARCHS]
 
     @property
     def arch_supported(self) -> list[str]:
@@ -63,8 +70,44 @@ class VariantFile:
         return resolve_arch_option(value, self.cuda, self.arch_list, self.arch_supported, detect)
 
 
-def load_variant_files(directory: Path = VARIANTS_DIR) -> list[VariantFile]:
-    files = [VariantFile(p, yaml.safe_load(p.read_text())) for p in sorted(directory.glob("*.yaml"))]
+def read_variant_file(path: Path, target_platform: str = TARGET_PLATFORM) -> VariantFile:
+    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied).
+
+    Without py-rattler-build (`gpu-wheel` on a GPU machine that runs the tooling from a checkout)
+    the file's platform selectors are applied here; tests keep the two readings equal."""
+    try:
+        from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
+    except ImportError:
+        return VariantFile(path, read_without_rattler_build(path, target_platform))
+    config = VariantConfig.from_file_with_context(path, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))
+    return VariantFile(path, {**config.to_dict(), "zip_keys": config.zip_keys})
+
+
+# The selectors variants/ uses, per target platform
+PLATFORM_SELECTORS = {"linux-64": {"linux", "unix", "linux64", "x86_64"},
+                      "linux-aarch64": {"linux", "unix", "aarch64", "linux_aarch64"}}
+
+
+def read_without_rattler_build(path: Path, target_platform: str) -> dict[str, Any]:
+    import yaml
+
+    true = PLATFORM_SELECTORS[target_platform]
+
+    def values(items: list[Any]) -> list[Any]:
+        out = []
+        for item in items:
+            if isinstance(item, dict) and "if" in item:
+                out += values(item["then"] if item["if"] in true else item.get("else", []))
+            else:
+                out.append(item)
+        return out
+
+    data = yaml.safe_load(path.read_text())
+    return {key: value if key == "zip_keys" else [str(v) for v in values(value)] for key, value in data.items()}
+
+
+def load_variant_files(directory: Path = VARIANTS_DIR, target_platform: str = TARGET_PLATFORM) -> list[VariantFile]:
+    files = [read_variant_file(p, target_platform) for p in sorted(directory.glob("*.yaml"))]
     return sorted(files, key=lambda f: tuple(int(p) for p in f.cuda.split(".")))
 
 
@@ -76,6 +119,7 @@ class Selection:
     python: str | None = None
     torch: str | None = None
     arch: str | None = None
+    generations: tuple[str, ...] | None = None
     packages: tuple[str, ...] = PACKAGES  # in build order
 
 
@@ -85,6 +129,7 @@ class PlannedVariant:
     python: str
     torch: str
     archs: str
+    generation: str
     build_string: str
     variant_file: VariantFile
     config: dict[str, list[str]] = field(repr=False)
@@ -96,7 +141,7 @@ class PlannedVariant:
 
     @property
     def label(self) -> str:
-        return f"cuda{self.cuda}-py{self.python}-torch{self.torch}"
+        return f"cuda{self.cuda}-py{self.python}-torch{self.torch}-{self.generation}"
 
 
 def _check_version(kind: str, value: str, pattern: re.Pattern[str], known: Sequence[str]) -> None:
@@ -126,6 +171,8 @@ def select(
         files = chosen
     all_pythons = sorted({p for f in files for p in f.pythons}, key=lambda v: int(v.split(".")[1]))
     all_torches = sorted({t for f in files for t in f.torches})
+    if selection.generations is not None and selection.arch not in (None, ALL_ARCHS):
+        raise UsageError("--generation and --arch exclude each other: a generation has its list in variants/")
     if selection.python is not None:
         _check_version("Python", selection.python, PYTHON_RE, all_pythons)
     if selection.torch is not None:
@@ -138,7 +185,17 @@ def select(
             config["python"] = [selection.python]
         if selection.torch is not None:
             config["pytorch"] = [selection.torch]
-        if selection.arch is not None:
+        if selection.generations is not None:
+            known = vfile.generations
+            for generation in selection.generations:
+                if generation not in known:
+                    raise one_of(f"GPU generation of {vfile.display_path}", generation, list(known))
+            chosen = [g for g in known if g in selection.generations]  # in the file's order
+            config["gpu_generation"] = chosen
+            config["cuda_arch_list"] = [known[g] for g in chosen]
+        if selection.arch not in (None, ALL_ARCHS):
+            # One package for the list asked for, gated like a generation (see the recipes).
+            config["gpu_generation"] = ["native" if selection.arch == "native" else "custom"]
             config["cuda_arch_list"] = [vfile.resolve_arch(selection.arch, detect)]
         config.update(overrides or {})
         configs.append((vfile, config))
@@ -151,12 +208,17 @@ def plan(
     detect: Callable[[], list[str]] = detect_compute_capabilities,
     recipes: Sequence[Path] | None = None,
     overrides: dict[str, list[str]] | None = None,
+    target_platform: str = TARGET_PLATFORM,
 ) -> list[PlannedVariant]:
     """Every selected variant of every selected package, rendered by rattler-build (offline: nothing
-    is solved), in build order: a package's variants after those of the packages it needs."""
+    is solved), in build order: a package's variants after those of the packages it needs.
+
+    Another target_platform renders what that platform would build (with `files` read for it)."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
-    render_config = RenderConfig(PlatformConfig(target_platform=TARGET_PLATFORM))
+    render_config = RenderConfig(PlatformConfig(target_platform=target_platform))
+    if files is None:
+        files = load_variant_files(target_platform=target_platform)
     configs = select(selection, files, detect, overrides)
     planned = []
     for recipe in recipes or [recipe_of(p) for p in selection.packages]:
@@ -167,12 +229,14 @@ def plan(
 
 
 def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:
-    return [
+    order = list(variant_config.to_dict()["gpu_generation"])
+    variants = [
         PlannedVariant(
             cuda=rendered.variant["cuda_compiler_version"],
             python=rendered.variant["python"],
             torch=rendered.variant["pytorch"],
             archs=rendered.variant["cuda_arch_list"],
+            generation=rendered.variant["gpu_generation"],
             build_string=rendered.recipe.build.string,
             variant_file=vfile,
             config={k: [v] for k, v in rendered.variant.items() if k != "target_platform"},
@@ -180,3 +244,5 @@ def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_confi
         )
         for rendered in stage0.render(variant_config, render_config)
     ]
+    # rattler-build renders in an order of its own; the plan follows the variant file's
+    return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))

@@ -22,16 +22,17 @@ def test_plan_prints_the_whole_matrix():
     result = run_cli("plan")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["package", "CUDA", "Python", "torch", "archs", "build", "string"]
+    assert lines[0].split() == ["package", "CUDA", "Python", "torch", "generation", "archs", "build", "string"]
     for variant in plan():
-        assert any(variant.build_string in line and variant.archs in line and variant.package in line for line in lines)
+        assert any(variant.build_string in line and f" {variant.generation} " in line and variant.archs in line
+                   and variant.package in line for line in lines)
     assert lines[-1] == f"{len(plan())} variant(s)"
 
 
 def test_plan_with_selectors_and_overrides():
     result = run_cli("plan", "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0")
     assert result.returncode == 0, result.stderr
-    assert "cuda130_py311_torch214_h" in result.stdout and "2 variant(s)" in result.stdout
+    assert "cuda130_py311_torch214_custom_h" in result.stdout and "2 variant(s)" in result.stdout
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines[1:3]] == ["causal-conv1d", "mamba-ssm"]
 
@@ -69,7 +70,8 @@ def test_standin_overrides_are_read_from_file_channels(tmp_path):
     (tmp_path / build.STANDIN_OVERRIDES).write_text("c_compiler_version: ['12']\nc_stdlib_version: ['2.36']\n")
     overrides = build.standin_overrides(["conda-forge", tmp_path.as_uri()])
     assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
-    (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14", packages=("causal-conv1d",)), overrides=overrides)
+    (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14", generations=("sm90",), packages=("causal-conv1d",)),
+                overrides=overrides)
     assert f"gcc_{TARGET_PLATFORM} 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]
 
 
@@ -114,32 +116,35 @@ def test_cache_hits_come_from_the_last_ccache_statistics():
 def fake_variant(cuda: str, run_build) -> PlannedVariant:  # noqa: ANN001
     recipe = SimpleNamespace(package=SimpleNamespace(name="causal-conv1d", version="1.7.0"))
     rendered = SimpleNamespace(recipe=recipe, run_build=run_build)
-    return PlannedVariant(cuda, "3.12", "2.13", "9.0", "cuda130_py312_torch213_h0_0", None, {}, rendered)
+    return PlannedVariant(cuda, "3.12", "2.13", "9.0+PTX", "sm90", "cuda130_py312_torch213_sm90_h0_0", None, {}, rendered)
 
 
-@pytest.mark.parametrize(("user_value", "expected"), [(None, "13.0"), ("12.4", "12.4")])
-def test_builds_solve_for_the_variants_cuda_even_with_an_older_driver(tmp_path, monkeypatch, user_value, expected):
-    """A 12.x driver building cuda130: __cuda must say 13.0 (or what the user set) during the build."""
+@pytest.mark.parametrize(("user_value", "expected"), [(None, ("13.0", "9.0")), (("12.4", "8.6"), ("12.4", "8.6"))])
+def test_builds_solve_for_the_variants_cuda_and_generation_whatever_the_machine(tmp_path, monkeypatch, user_value, expected):
+    """A 12.x driver and an A100 building cuda130's sm90 package: __cuda must say 13.0 and __cuda_arch
+    9.0 (or what the user set) during the build, or its test environment does not solve."""
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
     smi.write_text("#!/bin/sh\necho '0, NVIDIA A100-SXM4-80GB, 8.0, 550.54.14'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler"))
-    if user_value is None:
-        monkeypatch.delenv("CONDA_OVERRIDE_CUDA", raising=False)
-    else:
-        monkeypatch.setenv("CONDA_OVERRIDE_CUDA", user_value)
+    names = ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH")
+    for name, value in zip(names, user_value or (None, None), strict=True):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
     seen = []
 
     def run_build(**kwargs):  # noqa: ANN003
-        seen.append(os.environ.get("CONDA_OVERRIDE_CUDA"))
+        seen.append(tuple(os.environ.get(name) for name in names))
         return SimpleNamespace(packages=[])
 
     args = argparse.Namespace(test="skip", skip_existing=False, verbose=False)
     outcome = build.build_one(fake_variant("13.0", run_build), ["conda-forge"], tmp_path / "out", args)
     assert seen == [expected] and outcome.result == "skipped"
-    assert os.environ.get("CONDA_OVERRIDE_CUDA") == user_value  # restored
+    assert tuple(os.environ.get(name) for name in names) == (user_value or (None, None))  # restored
 
 
 def test_a_package_brings_what_it_needs_unless_the_channel_has_it(tmp_path):

@@ -75,7 +75,8 @@ def cuda130_file() -> VariantFile:
             "cuda_compiler_version": ["13.0"],
             "python": ["3.12"],
             "pytorch": ["2.13"],
-            "cuda_arch_list": ["7.5;8.0;8.7;9.0;10.0;11.0;12.0;12.1+PTX"],
+            "gpu_generation": ["all"],
+            "cuda_arch_list": ["7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"],
             "cuda_arch_supported": ["7.5;8.0;8.6;8.7;8.8;8.9;9.0;10.0;11.0;12.0;12.1"],
         },
     )

@@ -3,12 +3,14 @@
 import re
 
 import pytest
+from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, Selection, load_variant_files, plan, select
 from ssm_conda.paths import PACKAGES
 
 FILES = load_variant_files()
 ALL = plan()
+PLATFORMS = ("linux-64", "linux-aarch64")
 
 
 def test_one_file_per_cuda_version_with_at_least_12_9_and_13_0():
@@ -21,13 +23,37 @@ def test_one_file_per_cuda_version_with_at_least_12_9_and_13_0():
 def test_variant_file_is_self_contained(vfile):
     for key in ("cuda_compiler", "cuda_compiler_version", "c_compiler", "c_compiler_version",
                 "cxx_compiler", "cxx_compiler_version", "c_stdlib", "c_stdlib_version",
-                "python", "pytorch", "cuda_arch_list", "cuda_arch_supported", "zip_keys"):
+                "python", "pytorch", "gpu_generation", "cuda_arch_list", "cuda_arch_supported", "zip_keys"):
         assert key in vfile.data, key
     assert vfile.pythons == ["3.10", "3.11", "3.12", "3.13", "3.14"]
-    assert vfile.arch_list.endswith("+PTX"), "PTX for the newest architecture"
-    newest = vfile.arch_list.split(";")[-1].removesuffix("+PTX")
-    assert all(float(a) <= float(newest) for a in vfile.arch_list.replace("+PTX", "").split(";"))
-    assert set(vfile.arch_list.replace("+PTX", "").split(";")) <= set(vfile.arch_supported)
+    assert ["gpu_generation", "cuda_arch_list"] in vfile.data["zip_keys"]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("name", [f.path.name for f in FILES])
+def test_generation_lists(name, platform):
+    """"all" first; every list ascending (the recipes read the lowest entry from the front), PTX on
+    its newest entry only, nvcc can build it, nothing below 7.5; a generation is one major of the
+    all-architecture list."""
+    vfile = next(f for f in load_variant_files(target_platform=platform) if f.path.name == name)
+    assert list(vfile.generations)[0] == "all"
+    everything = parse_arch_list(vfile.arch_list)
+    for generation, arch_list in vfile.generations.items():
+        entries = parse_arch_list(arch_list)
+        assert [e.key for e in entries] == sorted(e.key for e in entries), arch_list
+        assert [e.ptx for e in entries] == [False] * (len(entries) - 1) + [True], arch_list
+        assert {e.cap for e in entries} <= set(vfile.arch_supported)
+        assert all(e.key >= (7, 5) for e in entries), "upstream supports 7.5 and newer"
+        if generation != "all":
+            assert len({e.key[0] for e in entries}) == 1, f"{generation} spans majors: {arch_list}"
+            assert {e.cap for e in entries} <= {e.cap for e in everything}
+
+
+def test_cuda13_lists_follow_conda_forge_pytorch():
+    """pytorch-cpu-feedstock recipe/build.sh, CUDA 13.0: linux-64 and linux-aarch64 (which adds 8.7)."""
+    lists = {p: next(f for f in load_variant_files(target_platform=p) if f.cuda == "13.0").arch_list for p in PLATFORMS}
+    assert lists == {"linux-64": "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX",
+                     "linux-aarch64": "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"}
 
 
 def test_conda_forge_compiler_pairing():
@@ -39,17 +65,18 @@ def test_conda_forge_compiler_pairing():
 def test_sm103_never_in_cuda13_defaults():
     for vfile in FILES:
         if int(vfile.cuda.split(".")[0]) >= 13:
-            assert "10.3" not in vfile.arch_list.split(";") and "10.3" not in vfile.arch_supported
+            assert all("10.3" not in lst.split(";") for lst in vfile.generations.values())
+            assert "10.3" not in vfile.arch_supported
 
 
 def test_full_matrix_size():
-    """Every (CUDA, Python, torch) once per package, causal-conv1d's first (mamba-ssm needs them)."""
-    per_package = sum(len(f.pythons) * len(f.torches) for f in FILES)
+    """Every (CUDA, Python, torch, generation) once per package, causal-conv1d's first (mamba-ssm needs them)."""
+    per_package = sum(len(f.pythons) * len(f.torches) * len(f.generations) for f in FILES)
     assert [v.package for v in ALL] == [p for p in PACKAGES for _ in range(per_package)]
     assert len({(v.package, v.build_string) for v in ALL}) == len(ALL)
 
 
-@pytest.mark.parametrize("variant", ALL, ids=lambda v: v.label)
+@pytest.mark.parametrize("variant", ALL, ids=lambda v: f"{v.package}-{v.label}")
 def test_each_variant_renders_with_expected_pins(variant):
     recipe = variant.rendered.recipe.to_dict()
     req = recipe["requirements"]
@@ -65,17 +92,57 @@ def test_each_variant_renders_with_expected_pins(variant):
     assert f"pytorch {variant.torch}.* cuda*" in req["run"]
     assert "python" in req["run"]
     assert recipe["build"]["script"]["env"]["TORCH_CUDA_ARCH_LIST"] == variant.archs
+    assert variant.archs == variant.variant_file.generations[variant.generation]
     assert recipe["build"]["dynamic_linking"]["overlinking_behavior"] == "error"
     assert "binary_relocation" not in recipe["build"]
     py = variant.python.replace(".", "")
     torch = variant.torch.replace(".", "")
-    assert re.fullmatch(rf"cuda{cuda_major}{cuda_minor}_py{py}_torch{torch}_h[0-9a-f]{{7}}_0", variant.build_string)
+    assert re.fullmatch(rf"cuda{cuda_major}{cuda_minor}_py{py}_torch{torch}_{variant.generation}_h[0-9a-f]{{7}}_0",
+                        variant.build_string)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("package", PACKAGES)
+def test_generation_gates(package, platform):
+    """Each package needs cuda-arch at its lowest architecture (cuda-arch's run_export); a generation
+    package also needs __cuda_arch within its major, and the all-architecture one comes last for the
+    solver. linux-aarch64 renders like linux-64 (it cannot be built here)."""
+    variants = plan(Selection(cuda="13.0", python="3.12", torch="2.13", packages=(package,)), target_platform=platform)
+    assert [v.generation for v in variants] == ["all", "sm8x", "sm90", "sm10x", "sm12x"]
+    gates = {}
+    for v in variants:
+        recipe = v.rendered.recipe.to_dict()
+        lowest = v.archs.split(";")[0].removesuffix("+PTX")
+        assert f"cuda-arch =={lowest}" in recipe["requirements"]["host"]
+        gates[v.generation] = [r for r in recipe["requirements"]["run"] if r.startswith("__cuda_arch")]
+        assert recipe["build"].get("variant", {}).get("down_prioritize_variant", 0) == (1 if v.generation == "all" else 0)
+    assert gates == {"all": [], "sm8x": ["__cuda_arch >=8.0,<9"], "sm90": ["__cuda_arch >=9.0,<10"],
+                     "sm10x": ["__cuda_arch >=10.0,<11"], "sm12x": ["__cuda_arch >=12.0,<13"]}
+    if platform == "linux-aarch64":
+        assert variants[1].archs == "8.0;8.6;8.7+PTX"
+
+
+def test_generation_selection():
+    variants = plan(Selection(cuda="13.0", python="3.12", torch="2.13", generations=("sm90", "all"),
+                              packages=("causal-conv1d",)))
+    assert [(v.generation, v.archs) for v in variants] == [("all", "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"),
+                                                          ("sm90", "9.0+PTX")]
+    assert all(v.label.endswith(f"-{v.generation}") for v in variants)
 
 
 def test_python_and_torch_outside_the_files_are_overrides():
     (v,) = plan(Selection(cuda="13.0", python="3.11", torch="2.14", arch="9.0", packages=("causal-conv1d",)))
-    assert (v.python, v.torch, v.archs) == ("3.11", "2.14", "9.0")
-    assert v.build_string.startswith("cuda130_py311_torch214_h")
+    assert (v.python, v.torch, v.archs, v.generation) == ("3.11", "2.14", "9.0", "custom")
+    assert v.build_string.startswith("cuda130_py311_torch214_custom_h")
+    gate = [r for r in v.rendered.recipe.to_dict()["requirements"]["run"] if r.startswith("__cuda_arch")]
+    assert gate == ["__cuda_arch >=9.0,<10"]
+
+
+def test_native_and_lists_are_one_package_gated_on_their_lowest_architecture():
+    (v,) = plan(Selection(cuda="13.0", python="3.12", torch="2.13", arch="native", packages=("mamba-ssm",)),
+                detect=lambda: ["9.0", "8.6"])
+    assert (v.generation, v.archs) == ("native", "8.6;9.0")
+    assert "__cuda_arch >=8.6,<9" in v.rendered.recipe.to_dict()["requirements"]["run"]
 
 
 def test_arch_is_part_of_the_hash():
@@ -92,6 +159,10 @@ def test_arch_is_part_of_the_hash():
         (Selection(torch="latest"), "unknown pytorch version 'latest'; accepted: 2.12, 2.13"),
         (Selection(cuda="13.0", arch="10.3"), "unknown architecture '10.3' for CUDA 13.0"),
         (Selection(cuda="13.0", arch="sm_90"), "unknown architecture 'sm_90' for CUDA 13.0"),
+        (Selection(cuda="13.0", generations=("sm100",)),
+         "unknown GPU generation of variants/cuda130.yaml 'sm100'; accepted: all, sm8x, sm90, sm10x, sm12x"),
+        (Selection(cuda="12.9", generations=("sm90",)), "unknown GPU generation of variants/cuda129.yaml 'sm90'; accepted: all"),
+        (Selection(generations=("sm90",), arch="9.0"), "--generation and --arch exclude each other"),
     ],
 )
 def test_unknown_values_name_what_is_accepted(selection, message):
@@ -104,5 +175,15 @@ def test_arch_keywords():
     assert vfile.resolve_arch("all") == vfile.arch_list
     assert vfile.resolve_arch("native", detect=lambda: ["9.0", "12.0"]) == "9.0;12.0"
     assert vfile.resolve_arch("8.0, 9.0+PTX") == "8.0;9.0+PTX"
+    assert vfile.resolve_arch("12.0+PTX;8.0") == "8.0;12.0+PTX", "ascending: the recipes read the lowest first"
     with pytest.raises(UsageError, match="--arch native found no GPU"):
         vfile.resolve_arch("native", detect=lambda: [])
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("name", [f.path.name for f in FILES])
+def test_reading_without_rattler_build_gives_the_same_matrix(name, platform):
+    """gpu-wheel on a GPU machine without py-rattler-build reads variants/ itself."""
+    from ssm_conda.matrix import read_without_rattler_build
+    vfile = next(f for f in load_variant_files(target_platform=platform) if f.path.name == name)
+    assert read_without_rattler_build(vfile.path, platform) == vfile.data

@@ -17,7 +17,8 @@ CUDA129 = VariantFile(
         "cuda_compiler_version": ["12.9"],
         "python": ["3.10", "3.11", "3.12", "3.13", "3.14"],
         "pytorch": ["2.12", "2.13"],
-        "cuda_arch_list": ["7.5;8.0;8.7;9.0;10.0;12.0+PTX"],
+        "gpu_generation": ["all"],
+        "cuda_arch_list": ["7.5;8.0;8.6;9.0;10.0;12.0+PTX"],
         "cuda_arch_supported": ["7.5;8.0;8.6;8.7;8.9;9.0;10.0;10.1;10.3;12.0;12.1"],
     },
 )
@@ -27,7 +28,8 @@ CUDA130 = VariantFile(
         "cuda_compiler_version": ["13.0"],
         "python": ["3.10", "3.11", "3.12", "3.13", "3.14"],
         "pytorch": ["2.12", "2.13"],
-        "cuda_arch_list": ["7.5;8.0;8.7;9.0;10.0;11.0;12.0;12.1+PTX"],
+        "gpu_generation": ["all", "sm8x", "sm90", "sm10x", "sm12x"],
+        "cuda_arch_list": ["7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX", "8.0;8.6+PTX", "9.0+PTX", "10.0+PTX", "12.0+PTX"],
         "cuda_arch_supported": ["7.5;8.0;8.6;8.7;8.8;8.9;9.0;10.0;11.0;12.0;12.1"],
     },
 )

@@ -155,7 +155,7 @@ def test_unpackaged_torch_minor_means_build() -> None:
 
 
 def test_gpu_no_package_covers_means_build() -> None:
-    lacking = variant(cuda_arch_list=["7.5;8.0;9.0;10.0"])
+    lacking = variant(gpu_generation=["all"], cuda_arch_list=["7.5;8.0;9.0;10.0"])
     advice = advise(make_facts(drv=driver(gpus=[GB10]), torch=conda_torch()), [lacking])
     assert "arch-not-packaged" in codes(advice) and advice.install == []
     assert advice.build[0].endswith("--arch native")

@@ -196,11 +196,11 @@ def test_pip_torch_in_conda_env() -> None:
 
 def test_gpu_not_covered() -> None:
     assert rules.gpu_not_covered(make_facts(drv=driver(gpus=[H100])), target()) == []
-    lacking = variant(cuda_arch_list=["7.5;8.0;9.0;10.0"])  # no 12.x, no PTX
+    lacking = variant(gpu_generation=["all"], cuda_arch_list=["7.5;8.0;9.0;10.0"])  # no 12.x, no PTX
     [finding] = rules.gpu_not_covered(make_facts(drv=driver(gpus=[GB10])), target(lacking))
     assert finding.code == "arch-not-packaged" and finding.unpackaged
     assert "newer than every" in finding.message and "sm_121" in finding.message
-    [ptx] = rules.gpu_not_covered(make_facts(drv=driver(gpus=[GB10])), target(variant(cuda_arch_list=["8.0;9.0+PTX"])))
+    [ptx] = rules.gpu_not_covered(make_facts(drv=driver(gpus=[GB10])), target(variant(gpu_generation=["all"], cuda_arch_list=["8.0;9.0+PTX"])))
     assert ptx.level == "note" and "compute_90 PTX" in ptx.message
 
 
