@@ -1,7 +1,7 @@
 """The whole pipeline, for real, offline: stand-in channel -> ssm-conda build -> install -> import.
 
 Marked tests (run with --slow): the first builds the unchanged recipe for CUDA 13.0 / the running
-Python / torch 2.14 / sm_90 against the offline stand-in channel, with rattler-build's own solve, build
+Python / torch 2.14 / the sm90 GPU generation against the offline stand-in channel, with rattler-build's own solve, build
 environments, source fetch, patches, build script, nvcc compile, linking checks, test section and
 index, then installs the result with py-rattler into a fresh prefix and inspects it. The second
 builds the same variant for a second Python (another CPython with a shared libpython, found under
@@ -20,18 +20,22 @@ import time
 from pathlib import Path
 
 import pytest
+from rattler.exceptions import SolverError
 from ssm_conda.build import cache_hits
-from ssm_conda.channels import install_into_prefix
+from ssm_conda.channels import install_into_prefix, solve_for_machine
 from ssm_conda.console import human_duration, human_size
+from ssm_conda.matrix import Selection, plan
 from ssm_conda.paths import cache_dir
 
-from tests.recipe.causal_conv1d.recipe_modules import load_recipe_module
+from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
+from tests.recipe.generation_channel import package_record
 
-CUDA, TORCH, ARCH = "13.0", "2.14", "9.0"
+CUDA, TORCH, GENERATION, GPU = "13.0", "2.14", "sm90", "9.0"  # GPU: the H100's __cuda_arch
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
 PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13", "3.10") if v != PYTHON]  # B differs in Python alone
 PYTHON_B_PREFIX_ENV = "CAUSAL_CONV1D_PYTHON_B_PREFIX"
 recipe_conftest = load_recipe_module("conftest")
+check_arch = load_recipe_module("check_arch", SHARED_TESTS)
 
 
 def cuobjdump() -> str:
@@ -114,14 +118,14 @@ def build_variant(channel: Path, output: Path, python: str, ccache: Path,
     progress in the CI log)."""
     start = time.monotonic()
     command = [sys.executable, "-m", "ssm_conda", "build", "--package", package_name, "--channel", channel.as_uri(),
-               "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--arch", ARCH]
+               "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--generation", GENERATION]
     env = {**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
             print(line, end="", flush=True)
     seconds = time.monotonic() - start
     assert process.returncode == 0, "ssm-conda build failed (log above)"
-    tag = f"cuda{CUDA.replace('.', '')}_py{python.replace('.', '')}_torch{TORCH.replace('.', '')}_h"
+    tag = f"cuda{CUDA.replace('.', '')}_py{python.replace('.', '')}_torch{TORCH.replace('.', '')}_{GENERATION}_h"
     (package,) = output.glob(f"*/{package_name}-*-{tag}*.conda")
     (log,) = output.glob(f"build-logs/{package_name}-{tag}*.log")
     print(f"\npython {python} build: {human_duration(seconds)}, package {human_size(package.stat().st_size)}")
@@ -139,14 +143,17 @@ def built(standin, ccache):
 
 
 def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output: Path, ccache: Path) -> None:
-    """The extension carries sm_90 SASS and nothing else, no PTX; its RPATHs are relative; nothing
-    from the build machine leaked into the package."""
+    """The extension carries the sm90 generation's code, sm_90 SASS and compute_90 PTX, and nothing
+    else, every image compressed (--compress-mode=size); its RPATHs are relative; nothing from the
+    build machine leaked into the package."""
     (extension,) = unpacked.glob(f"lib/python{PYTHON}/site-packages/{module}.cpython-{tag(PYTHON)[2:]}-*.so")
     elves = run(cuobjdump(), "--list-elf", str(extension), capture_output=True).stdout
     archs = set(re.findall(r"\.(sm_\w+)\.cubin", elves))
     assert archs == {"sm_90"}, elves
-    ptx = subprocess.run([cuobjdump(), "--list-ptx", str(extension)], capture_output=True, text=True)
-    assert ".ptx" not in ptx.stdout, ptx.stdout
+    ptx = run(cuobjdump(), "--list-ptx", str(extension), capture_output=True).stdout
+    assert set(re.findall(r"\.(sm_\w+)\.ptx", ptx)) == {"sm_90"}, ptx
+    images = check_arch.all_images(check_arch.read_fatbins(extension))
+    assert {(i.name, i.compressed) for i in images} == {("sm_90", True), ("compute_90", True)}, images
     dynamic = run("readelf", "-d", str(extension), capture_output=True).stdout
     for rpath in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library (?:rpath|runpath): \[(.*)\]", dynamic):
         assert all(p.startswith("$ORIGIN") for p in rpath.split(":")), rpath
@@ -185,8 +192,17 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     index = json.loads((unpacked / "info" / "index.json").read_text())
     assert index["name"] == "causal-conv1d" and index["version"] == "1.7.0"
     py = PYTHON.replace(".", "")
-    assert re.fullmatch(rf"cuda130_py{py}_torch214_h[0-9a-f]{{7}}_0", index["build"]), index["build"]
+    assert re.fullmatch(rf"cuda130_py{py}_torch214_sm90_h[0-9a-f]{{7}}_0", index["build"]), index["build"]
     depends = index["depends"]
+    # The generation's gates, exactly as the solver tests (tests/recipe/test_generations.py) derive them
+    # from the rendered recipe: cuda-arch's run_export, the __cuda_arch requirement, no track feature.
+    (rendered,) = plan(Selection(cuda=CUDA, python=PYTHON, torch=TORCH, generations=(GENERATION,),
+                                 packages=("causal-conv1d",)))
+    derived = package_record(rendered)
+    gates = [d for d in depends if d.startswith(("cuda-arch", "__cuda_arch"))]
+    assert sorted(gates) == [d for d in derived["depends"] if d.startswith(("cuda-arch", "__cuda_arch"))], depends
+    assert sorted(gates) == ["__cuda_arch >=9.0,<10", "cuda-arch >=9.0"], depends
+    assert "track_features" not in index and "track_features" not in derived
     assert "pytorch 2.14.* cuda*" in depends, depends
     assert any(re.fullmatch(r"pytorch >=2\.14(\.\d+)*,<2\.15\.0a0", d) for d in depends), depends
     assert any(re.fullmatch(r"cuda-version >=13\.0,<14(\.0a0)?", d) for d in depends), depends
@@ -198,13 +214,14 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     # The linking check ran with overlinking as an error, and passed.
     assert "Overlinking" not in log and "overlinking" not in log.lower().replace("overlinking_behavior", "")
 
-    # The test section ran after the build, without a GPU: the arch check found exactly sm_90,
+    # The test section ran after the build, without a GPU: the arch check found exactly sm_90 (+PTX),
     # and every GPU test was skipped with the reason said.
     assert_gpu_tests_skipped_with_reason(log)
 
     # Install from the output channel with py-rattler into a fresh prefix, as pixi would.
     prefix = tmp_path / "env"
-    installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["causal-conv1d"], prefix, cuda=CUDA)
+    installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["causal-conv1d"], prefix, cuda=CUDA,
+                                    cuda_arch=GPU)
     assert any(r.startswith(f"causal-conv1d=1.7.0={index['build']}") for r in installed), installed
     probe = run(str(prefix / "bin" / "python"), "-c",
                 "import causal_conv1d, torch; print(causal_conv1d.__version__, torch.__version__)",
@@ -284,7 +301,8 @@ def test_mamba_ssm_end_to_end(standin, built, built_mamba, ccache, tmp_path):
     assert "mamba-ssm GPU tests skipped: no NVIDIA driver on this machine" in log, log[-3000:]
 
     prefix = tmp_path / "env"
-    installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["mamba-ssm"], prefix, cuda=CUDA)
+    installed = install_into_prefix([output.as_uri(), standin.as_uri()], ["mamba-ssm"], prefix, cuda=CUDA,
+                                    cuda_arch=GPU)
     assert any(r.startswith(f"causal-conv1d=1.7.0={cc_build}") for r in installed), installed
     construct = ("import mamba_ssm, causal_conv1d\n"
                  "from mamba_ssm import Mamba, Mamba2\n"
@@ -293,6 +311,13 @@ def test_mamba_ssm_end_to_end(standin, built, built_mamba, ccache, tmp_path):
     probe = run(str(prefix / "bin" / "python"), "-c", construct, capture_output=True,
                 env={**os.environ, "PYTHONNOUSERSITE": "1"})
     assert probe.stdout.split()[-2:] == ["2.3.2.post1", "1.7.0"], probe.stdout
+
+    # The gate, on the packages built here: only a GPU of the sm90 generation gets them. (The channel
+    # holds no other generation and no all-architecture build: the solver tests cover the choice.)
+    channels = [output.as_uri(), standin.as_uri()]
+    for gpu in ("8.6", "10.0", None):
+        with pytest.raises(SolverError, match="__cuda_arch >=9.0,<10"):
+            solve_for_machine(channels, ["mamba-ssm"], cuda=CUDA, cuda_arch=gpu)
 
 
 @pytest.mark.slow

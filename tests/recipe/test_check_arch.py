@@ -70,6 +70,7 @@ def test_parses_sass_ptx_and_variant_flags():
     assert parsed.images == [Image(80, "sass"), Image(90, "sass", "a"), Image(100, "sass", "f"), Image(120, "ptx")]
     assert [i.name for i in parsed.images] == ["sm_80", "sm_90a", "sm_100f", "compute_120"]
     assert ca.describe(parsed.images) == "8.0;9.0a;10.0f;12.0 (PTX only)"
+    assert [i.compressed for i in parsed.images] == [False, False, False, True]
 
 
 def test_several_fatbins_padding_and_stray_magic():
@@ -197,9 +198,9 @@ def nvcc_build(tmp_path_factory):
     directory = tmp_path_factory.mktemp("nvcc")
     (directory / "k.cu").write_text(KERNEL)
 
-    def build(name: str, *gencodes: str) -> Path:
+    def build(name: str, *gencodes: str, options: tuple[str, ...] = ()) -> Path:
         out = directory / name
-        cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(out), str(directory / "k.cu")]
+        cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", *options, "-o", str(out), str(directory / "k.cu")]
         for gencode in gencodes:
             cmd += ["-gencode", gencode]
         subprocess.run(cmd, check=True, capture_output=True, timeout=600)
@@ -222,3 +223,12 @@ def test_real_fatbin_variant_flags(nvcc_build):
     so = nvcc_build("variants.so", "arch=compute_90a,code=sm_90a", "arch=compute_100f,code=sm_100f",
                     "arch=compute_120f,code=compute_120f")
     assert set(ca.all_images(ca.read_fatbins(so))) == {Image(90, "sass", "a"), Image(100, "sass", "f"), Image(120, "ptx", "f")}
+
+
+@pytest.mark.parametrize(("mode", "compressed"), [("size", {"sass": True, "ptx": True}),
+                                                  ("none", {"sass": False, "ptx": False})])
+def test_real_fatbin_compression(nvcc_build, mode, compressed):
+    """What the build script's --compress-mode=size does to the images, as the reader sees it."""
+    so = nvcc_build(f"compress-{mode}.so", "arch=compute_90,code=[sm_90,compute_90]", options=(f"--compress-mode={mode}",))
+    images = ca.all_images(ca.read_fatbins(so))
+    assert {i.kind: i.compressed for i in images} == compressed

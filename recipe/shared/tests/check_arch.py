@@ -52,6 +52,8 @@ KIND_CUBIN = 2
 # e.g. sm_100f). Read off nvcc 13.0 output (see tests/recipe/test_check_arch.py).
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
+# The image is compressed: nvcc 13's default compresses PTX, --compress-mode=size SASS too.
+FLAG_COMPRESSED = 0x8000
 
 REBUILD_HINT = "ssm-conda build --arch native"
 
@@ -67,6 +69,7 @@ class Image:
     arch: int  # 80 for sm_80 / compute_80, 121 for sm_121
     kind: str  # "sass", "ptx" or "other"
     variant: str = ""  # "", "a" or "f"
+    compressed: bool = field(default=False, compare=False)
 
     @property
     def cc(self) -> tuple[int, int]:
@@ -129,7 +132,8 @@ def parse_fatbins(blob: bytes) -> list[Fatbin]:
                 raise FatbinError(f"corrupt fat binary entry at byte {entry}")
             variant = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY_SPECIFIC else ""
             kind_name = {KIND_CUBIN: "sass", KIND_PTX: "ptx"}.get(kind, "other")
-            fatbin.images.append(Image(arch=arch, kind=kind_name, variant=variant))
+            fatbin.images.append(Image(arch=arch, kind=kind_name, variant=variant,
+                                       compressed=bool(flags & FLAG_COMPRESSED)))
             entry += entry_header_size + payload_size
         fatbins.append(fatbin)
         pos = blob.find(magic, max(end, pos + 4))

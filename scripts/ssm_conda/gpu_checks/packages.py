@@ -32,10 +32,11 @@ from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
 
 
-def cuda_version_of(depends: Sequence[str]) -> str | None:
-    """The CUDA version a package was built for, from its `cuda-version >=X.Y,...` dependency."""
+def lower_bound(depends: Sequence[str], name: str) -> str | None:
+    """X.Y of a package's `name >=X.Y,...` dependency: the CUDA version it was built for
+    (cuda-version), the lowest GPU architecture it carries (cuda-arch)."""
     for spec in depends:
-        match = re.match(r"cuda-version\s+>=(\d+\.\d+)", spec)
+        match = re.match(rf"{re.escape(name)}\s+>=(\d+\.\d+)", spec)
         if match:
             return match.group(1)
     return None
@@ -71,12 +72,14 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Pat
         package = Package.from_file(path)
     except Exception as exc:  # a damaged archive
         raise UsageError(f"cannot read package {path}: {exc}") from exc
-    if not os.environ.get("CONDA_OVERRIDE_CUDA") and not detect_compute_capabilities():
-        # Without a driver there is no __cuda virtual package, and CUDA builds of pytorch need one.
-        cuda = cuda_version_of(package.depends)
-        if cuda:
-            os.environ["CONDA_OVERRIDE_CUDA"] = cuda
-            print(f"no GPU driver: solving with CONDA_OVERRIDE_CUDA={cuda}")
+    if not detect_compute_capabilities():
+        # Without a driver there is no __cuda virtual package, and CUDA builds of pytorch need one;
+        # without a GPU no __cuda_arch, which a GPU generation's package needs.
+        for variable, name in (("CONDA_OVERRIDE_CUDA", "cuda-version"), ("CONDA_OVERRIDE_CUDA_ARCH", "cuda-arch")):
+            value = lower_bound(package.depends, name)
+            if value and not os.environ.get(variable):
+                os.environ[variable] = value
+                print(f"no GPU: solving with {variable}={value}")
     tests = package.tests
     indices = only if only is not None else list(range(len(tests)))
     outcomes = []

@@ -75,9 +75,11 @@ def test_judge():
     assert verdict.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
 
 
-def test_cuda_version_of():
-    assert gpu_test.cuda_version_of(["python >=3.12", "cuda-version >=13.0,<14"]) == "13.0"
-    assert gpu_test.cuda_version_of(["python"]) is None
+def test_lower_bounds_stand_in_for_the_driver_and_the_gpu():
+    depends = ["python >=3.12", "cuda-version >=13.0,<14", "__cuda_arch >=9.0,<10", "cuda-arch >=9.0"]
+    assert gpu_test.lower_bound(depends, "cuda-version") == "13.0"
+    assert gpu_test.lower_bound(depends, "cuda-arch") == "9.0"
+    assert gpu_test.lower_bound(["python"], "cuda-version") is None
 
 
 def test_each_package_is_tested_once(tmp_path):
