@@ -246,3 +246,23 @@ def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_confi
     ]
     # rattler-build renders in an order of its own; the plan follows the variant file's
     return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))
+
+
+def generation_gates(vfile: VariantFile, package: str = PACKAGES[0]) -> dict[str, str | None]:
+    """gpu_generation -> the __cuda_arch requirement its package carries (None: the all-architecture
+    package, which has none), as rattler-build renders the recipe for this file."""
+    selection = Selection(cuda=vfile.cuda, python=vfile.pythons[-1], torch=vfile.torches[-1], packages=(package,))
+    return {v.generation: next((r for r in v.rendered.recipe.requirements.run if r.startswith("__cuda_arch ")), None)
+            for v in plan(selection, files=[vfile])}
+
+
+def generation_for(gates: dict[str, str | None], cuda_arch: str | None) -> str:
+    """The generation a solver gives a machine whose oldest GPU is cuda_arch (its __cuda_arch; None:
+    not reported): the one whose requirement that meets, else the all-architecture package."""
+    from rattler import Version, VersionSpec
+
+    if cuda_arch is not None:
+        for generation, gate in gates.items():
+            if gate is not None and VersionSpec(gate.split(maxsplit=1)[1]).matches(Version(cuda_arch)):
+                return generation
+    return ALL_ARCHS

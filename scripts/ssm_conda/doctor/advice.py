@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from ssm_conda.archs import arch_covers, version_key
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import PACKAGE, Facts, major
 from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, note
-from ssm_conda.matrix import VariantFile
+from ssm_conda.matrix import ALL_ARCHS, VariantFile, generation_for
 
 FALLBACK_VERSIONS = {PACKAGE: "1.7.0", "mamba-ssm": "2.3.2.post1"}
 FALLBACK_VERSION = FALLBACK_VERSIONS[PACKAGE]
@@ -25,7 +25,8 @@ class Advice:
     python: str | None = None
     torch: str | None = None
     reason: str = ""
-    build_string: str | None = None  # glob, e.g. cuda130_py312_torch213_*
+    build_string: str | None = None  # glob, e.g. cuda130_py312_torch213_sm90_*
+    generation: str | None = None  # the GPU generation whose package this machine gets, e.g. sm90
     install: list[str] = field(default_factory=list)  # commands, run in order
     build: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -77,18 +78,21 @@ def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
     return ";".join(sorted(chosen, key=version_key)) or "all"
 
 
-def build_string_glob(channel: str, vfile: VariantFile, python: str, torch: str) -> str:
+def build_string_glob(channel: str, vfile: VariantFile, python: str, torch: str, generation: str | None = None) -> str:
     cuda_tag, py_tag = vfile.cuda.replace(".", ""), python.replace(".", "")
     if channel == CONDA_FORGE:  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
         return f"cuda{cuda_tag}*py{py_tag}*"
-    return f"cuda{cuda_tag}_py{py_tag}_torch{torch.replace('.', '')}_*"
+    return f"cuda{cuda_tag}_py{py_tag}_torch{torch.replace('.', '')}_{f'{generation}_' if generation else ''}*"
 
 
 def install_commands(facts: Facts, cuda: str, build: str, channel: str, version: str, python: str,
-                     package: str = PACKAGE) -> list[str]:
+                     package: str = PACKAGE, cuda_arch: str | None = None) -> list[str]:
+    """`cuda_arch`: the __cuda_arch a generation's package needs, said to conda (whose plugin may be missing)."""
     spec = f'"{package}={version}={build}"'
     # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
+    if cuda_arch is not None:
+        override += f"CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} "
     channels = f"-c {channel}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
     interp, commands = facts.interpreter, []
     pip = [n for n, d in ((PACKAGE, interp.causal_conv1d), ("mamba-ssm", interp.mamba_ssm)) if d and not d.from_conda]
@@ -98,7 +102,7 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
         if channel != CONDA_FORGE:
             # pixi's channel priority is strict: appended after conda-forge, the package is never taken from it
             commands.append(f"pixi workspace channel add --prepend {channel}")
-        commands.append(f"{override}pixi add {spec}")
+        commands.append(f"{override.replace(f'CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} ', '')}pixi add {spec}")
     elif facts.env.kind == "conda":
         commands.append(f"{override}conda install {channels} {spec}")
     else:
@@ -120,8 +124,30 @@ def default_package(facts: Facts) -> str:
     return "mamba-ssm" if facts.interpreter.mamba_ssm is not None else PACKAGE
 
 
+def machine_generation(facts: Facts, vfile: VariantFile, channel: str,
+                       gates: Mapping[str, Mapping[str, str | None]] | None) -> tuple[str | None, list[Finding]]:
+    """The GPU generation whose package this machine gets (matrix.generation_for over the rendered
+    recipes' gates), and what to say about it; None for conda-forge, or without GPUs or gates."""
+    caps = facts.compute_caps
+    if channel == CONDA_FORGE or gates is None or vfile.cuda not in gates or not caps:
+        return None, []
+    generation = generation_for(dict(gates[vfile.cuda]), caps[0])
+    archs = vfile.generations.get(generation, "")
+    if generation == ALL_ARCHS:
+        return generation, [note("generation", f"the all-architecture build ({archs}) is this machine's: "
+                                 f"{vfile.display_path} has no generation build for its oldest GPU ({caps[0]})")]
+    text = (f"the {generation} build ({archs}) is this machine's: its oldest GPU is {caps[0]} (__cuda_arch); "
+            "conda needs the nvidia-virtual-packages plugin or CONDA_OVERRIDE_CUDA_ARCH (in the command) to see it")
+    if facts.env.kind == "pixi" and not facts.env.this_project:
+        text = (f"the {generation} build ({archs}) is this machine's (oldest GPU {caps[0]}): pixi takes it where the "
+                f"workspace declares the GPU (pixi 0.71+: cuda = {{ driver = \"{vfile.cuda}\", arch = \"{caps[0]}\" }} "
+                "on the platform), else the all-architecture build")
+    return generation, [note("generation", text)]
+
+
 def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CHANNEL, version: str | None = None,
-           package: str | None = None) -> Advice:
+           package: str | None = None, gates: Mapping[str, Mapping[str, str | None]] | None = None) -> Advice:
+    """`gates`: per CUDA version, matrix.generation_gates of its variant file (doctor's command renders them)."""
     package = package or default_package(facts)
     version = version or FALLBACK_VERSIONS[package]
     findings = [f for rule in MACHINE_RULES for f in rule(facts, files)]
@@ -134,11 +160,18 @@ def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CH
                     DEFAULT_CHANNEL if channel == CONDA_FORGE else channel)
     findings += [f for rule in TARGET_RULES for f in rule(facts, target)]
     packaged = not any(f.unpackaged for f in findings)
-    build_string = build_string_glob(channel, vfile, target.python, target.torch)
+    generation, generation_notes = machine_generation(facts, vfile, channel, gates)
+    findings += generation_notes
+    pinned = generation if generation and not (facts.env.kind == "pixi" and not facts.env.this_project) else None
+    build_string = build_string_glob(channel, vfile, target.python, target.torch, pinned)
     findings += channel_notes(channel, version, build_string, packaged, package)
+    archs = (f"--generation {generation}" if generation and generation != ALL_ARCHS
+             else f"--arch {shlex.quote(build_arch_arg(facts.compute_caps, vfile))}")
     build = (f"ssm-conda build {'' if package == PACKAGE else f'--package {package} '}--cuda {vfile.cuda} "
-             f"--python {target.python} --torch {target.torch} --arch {shlex.quote(build_arch_arg(facts.compute_caps, vfile))}")
-    install = install_commands(facts, vfile.cuda, build_string, channel, version, target.python, package) if packaged else []
+             f"--python {target.python} --torch {target.torch} {archs}")
+    cuda_arch = facts.compute_caps[0] if pinned and pinned != ALL_ARCHS else None
+    install = (install_commands(facts, vfile.cuda, build_string, channel, version, target.python, package, cuda_arch)
+               if packaged else [])
     return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,
-                  build_string=build_string, install=install, build=[build],
+                  build_string=build_string, generation=generation, install=install, build=[build],
                   findings=findings)

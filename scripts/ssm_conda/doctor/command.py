@@ -25,7 +25,7 @@ from ssm_conda.console import UsageError
 from ssm_conda.doctor.advice import FALLBACK_VERSION, FALLBACK_VERSIONS, advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
-from ssm_conda.matrix import load_variant_files
+from ssm_conda.matrix import generation_gates, load_variant_files
 from ssm_conda.paths import PACKAGES, RECIPE, REPO_ROOT, VARIANTS_DIR, recipe_of
 
 LOCAL_CHANNEL = REPO_ROOT / "output"  # `ssm-conda build`'s default --output-dir, run from the checkout
@@ -76,6 +76,7 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
     package = args.package or default_package(facts)
     version = package_version(recipe_of(package), FALLBACK_VERSIONS[package])
-    advice = advise(facts, files, args.channel or default_channel(), version, package)
+    gates = {f.cuda: generation_gates(f, package) for f in files}
+    advice = advise(facts, files, args.channel or default_channel(), version, package, gates)
     print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
     return 0

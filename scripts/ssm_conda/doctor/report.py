@@ -54,8 +54,9 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
 def render_text(facts: Facts, advice: Advice) -> str:
     lines = ["causal-conv1d doctor", "", format_table(("Item", "Value"), facts_rows(facts)), ""]
     if advice.cuda:
+        generation = f", GPU generation {advice.generation}" if advice.generation else ""
         lines += [f"Variant: CUDA {advice.cuda} ({advice.variant_file}), Python {advice.python}, "
-                  f"torch {advice.torch}: {advice.reason}.", ""]
+                  f"torch {advice.torch}{generation}: {advice.reason}.", ""]
     if advice.install:
         lines += ["Install:", *(f"  {c}" for c in advice.install), "", "Or build it:"]
     elif advice.build:

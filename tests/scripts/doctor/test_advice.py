@@ -9,8 +9,8 @@ from ssm_conda.doctor import advice as adv
 from ssm_conda.doctor.advice import advise
 from ssm_conda.doctor.facts import EnvInfo, InstalledDist, NvccInfo
 from ssm_conda.doctor.report import render_text
-from ssm_conda.machine import DriverInfo
-from ssm_conda.matrix import load_variant_files
+from ssm_conda.machine import DriverInfo, GpuInfo
+from ssm_conda.matrix import generation_gates, load_variant_files
 from ssm_conda.paths import REPO_ROOT
 
 from tests.scripts.doctor.builders import (
@@ -19,6 +19,7 @@ from tests.scripts.doctor.builders import (
     CUDA130,
     FILES,
     GB10,
+    H100,
     conda_torch,
     driver,
     make_facts,
@@ -188,3 +189,42 @@ def test_no_variant_files() -> None:
     advice = advise(make_facts(torch=conda_torch()), [])
     assert advice.cuda is None and advice.install == [] and advice.build == []
     assert any("no variant files" in m for m in advice.missing)
+
+
+# --- GPU generations -----------------------------------------------------------------------------
+
+# What doctor's command passes: the gates of the real recipes, rendered for the real variant files
+REAL_GATES = {f.cuda: generation_gates(f) for f in load_variant_files()}
+
+
+@pytest.mark.parametrize(("gpus", "generation"), [
+    ([H100], "sm90"), ([GpuInfo(0, "NVIDIA A10", "8.6"), GpuInfo(1, "NVIDIA H100", "9.0")], "sm8x"),
+    ([GB10], "sm12x"), ([B300], "sm10x"), ([GpuInfo(0, "Tesla T4", "7.5")], "all"),
+])
+def test_doctor_recommends_the_generation_of_the_oldest_gpu(gpus, generation) -> None:
+    facts = make_facts(drv=driver(gpus=gpus), torch=conda_torch("2.13.0", "13.0"))
+    advice = advise(facts, FILES, channel="my-channel", version="1.7.0", gates=REAL_GATES)
+    assert advice.generation == generation
+    assert advice.build_string == f"cuda130_py312_torch213_{generation}_*"
+    override = "" if generation == "all" else f"CONDA_OVERRIDE_CUDA_ARCH={gpus[0].compute_cap} "
+    assert advice.install == [f'{override}conda install -c my-channel -c conda-forge '
+                              f'"causal-conv1d=1.7.0=cuda130_py312_torch213_{generation}_*"']
+    assert any(n.startswith(f"the {'all-architecture' if generation == 'all' else generation} build") for n in advice.notes)
+    if generation != "all":
+        assert advice.build[0].endswith(f"--generation {generation}")
+    assert f"GPU generation {generation}" in render_text(facts, advice)
+
+
+def test_pixi_lets_the_workspace_choose_the_generation() -> None:
+    """pixi solves for the GPU the workspace declares: no pinned generation, a note on how to declare it."""
+    facts = make_facts(torch=conda_torch("2.13.0", "13.0"), env=PIXI_ENV)
+    advice = advise(facts, FILES, channel="my-channel", version="1.7.0", gates=REAL_GATES)
+    assert advice.generation == "sm90" and advice.install[-1] == 'pixi add "causal-conv1d=1.7.0=cuda130_py312_torch213_*"'
+    assert any('arch = "9.0"' in n for n in advice.notes)
+
+
+def test_no_generation_for_conda_forge_or_a_file_that_does_not_split() -> None:
+    facts = make_facts(torch=conda_torch("2.13.0", "13.0"))
+    assert advise(facts, FILES, channel="conda-forge", gates=REAL_GATES).generation is None
+    facts_129 = make_facts(torch=conda_torch("2.13.0", "12.9"), drv=driver(cuda="12.9"))
+    assert advise(facts_129, FILES, channel="my-channel", gates=REAL_GATES).generation == "all"

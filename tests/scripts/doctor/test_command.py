@@ -18,7 +18,7 @@ from ssm_conda.paths import REPO_ROOT, recipe_of
 
 from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env
 
-ADVICE_KEYS = {"cuda", "variant_file", "python", "torch", "reason", "build_string", "install", "build", "warnings",
+ADVICE_KEYS = {"cuda", "variant_file", "python", "torch", "reason", "build_string", "generation", "install", "build", "warnings",
                "missing", "notes"}
 
 
