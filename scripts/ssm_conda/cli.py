@@ -44,6 +44,8 @@ COMMANDS = (
             "device-to-device copy (GPU needed)"),
     Command("bench-build", "ssm_conda.benchmarks.build_times", "time real builds: the compiler cache across "
             "Pythons, all architectures against one"),
+    Command("bench-zstd", "ssm_conda.benchmarks.package_compression", "re-pack built packages at several zstd "
+            "levels: what a higher level buys in size, against its time"),
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions job matrix, one job per file in variants/"),
 )
 

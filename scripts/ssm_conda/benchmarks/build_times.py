@@ -1,13 +1,19 @@
-"""Build-time benchmarks (issue: fast, targeted builds). Real builds through ssm-conda build.
+"""Build-time and size benchmarks. Real builds of one package (--package) through ssm-conda build.
 
-    ssm-conda bench-build cache --channel URL   # cold variant A, then B (other Python) warm
-    ssm-conda bench-build archs --channel URL   # --arch all vs one architecture, no cache
+    ssm-conda bench-build cache --channel URL        # cold variant A, then B (other Python) warm
+    ssm-conda bench-build archs --channel URL        # the all-architecture package vs one architecture
+    ssm-conda bench-build generations --channel URL  # every GPU generation's package vs all-architecture
 
 `cache` gives the compiler cache a fresh directory, builds variant A (cold), then variant B, which
 differs only in Python (warm: the CUDA objects come from the cache), then A again in a fresh build
 directory (a rebuild after a recipe-only change), and prints the times, the cache hits and the
-ratios to A (target: B under a third of A). `archs` builds one variant for every architecture of
-its variant file and for one architecture, both without the cache, and prints the ratio.
+ratios to A (target: B under a third of A). `archs` builds one variant's all-architecture package
+and its package for one architecture, both without the cache, and prints the ratio.
+`generations` builds every package of one (CUDA, torch, Python) of a variant file that splits by
+GPU generation, without the cache, then asks pixi's solver (py-rattler) which one an H100
+(__cuda_arch 9.0) gets, and prints what that machine downloads and what the all-architecture
+package weighs, both against --baseline-mb, and the channel's build time for every generation
+against the all-architecture build alone.
 The test sections are skipped (--test skip) so that only building is timed.
 """
 
@@ -24,10 +30,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ssm_conda.build import CCACHE_ENV, cache_hits
-from ssm_conda.channels import normalise_channel
+from ssm_conda.channels import index_channel, normalise_channel, solve_for_machine
 from ssm_conda.cli import subcommand
-from ssm_conda.console import PipelineError, human_duration, human_size, print_table
-from ssm_conda.matrix import Selection, select
+from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_table
+from ssm_conda.matrix import ALL_ARCHS, Selection, load_variant_files, select
+from ssm_conda.paths import PACKAGES
+
+H100 = "9.0"  # the __cuda_arch of the machine `generations` asks the solver about
 
 
 @dataclass
@@ -43,10 +52,15 @@ class Timing:
 
 def timed_build(
     name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off",
+    keep: Path | None = None,
 ) -> Timing:
-    """One ssm-conda build run in a fresh output directory, its output streamed, its wall time measured."""
-    command, env = subcommand("build", "--channel", args.channel, "--cuda", args.cuda,
-                              "--python", python, "--torch", args.torch, "--arch", arch, "--test", "skip")
+    """One ssm-conda build of args.package in a fresh output directory, its output streamed, its wall
+    time measured. `arch` is a list for --arch, or a GPU generation of the variant file ("all",
+    "sm90"); `keep` is a channel directory the package is copied into."""
+    generations = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
+    selector = ["--generation", arch] if arch in generations else ["--arch", arch]
+    command, env = subcommand("build", "--package", args.package, "--channel", args.channel, "--cuda", args.cuda,
+                              "--python", python, "--torch", args.torch, *selector, "--test", "skip")
     env.pop(CCACHE_ENV, None)
     if cache_dir is None:
         command.append("--no-cache")
@@ -59,7 +73,10 @@ def timed_build(
         seconds = time.monotonic() - start
         if result.returncode != 0:
             raise PipelineError(f"{name}: ssm-conda build exited {result.returncode}")
-        (package,) = Path(output).glob("*/causal-conv1d-*.conda")
+        (package,) = Path(output).glob(f"*/{args.package}-*.conda")
+        if keep is not None:
+            (keep / package.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(package, keep / package.parent.name / package.name)
         logs = sorted(Path(output).glob("build-logs/*.log"))
         if args.log_dir:
             Path(args.log_dir).mkdir(parents=True, exist_ok=True)
@@ -97,12 +114,37 @@ def bench_cache(args: argparse.Namespace) -> None:
 
 def bench_archs(args: argparse.Namespace) -> None:
     one = timed_build("one arch", args, args.python_a, args.arch, None)
-    every = timed_build("all archs", args, args.python_a, "all", None)
+    every = timed_build("all archs", args, args.python_a, ALL_ARCHS, None)
     report([one, every], [("all archs / one arch", every.seconds / one.seconds, "several times")], args)
 
 
+def bench_generations(args: argparse.Namespace) -> None:
+    generations = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
+    with tempfile.TemporaryDirectory(prefix="bench-generations-") as channel:
+        timings = [timed_build(generation, args, args.python_a, generation, None, keep=Path(channel))
+                   for generation in generations]
+        index_channel(Path(channel))
+        records = solve_for_machine([Path(channel).as_uri(), args.channel], [args.package], cuda=args.cuda,
+                                    cuda_arch=H100)
+    (picked,) = [str(r.build) for r in records if r.name.normalized == args.package]
+    h100 = next(t for t in timings if f"_{t.name}_h" in picked)
+    every = next(t for t in timings if t.name == ALL_ARCHS)
+    for timing in timings:
+        timing.arch = f"{timing.name}: {generations[timing.name]}"
+    baseline = args.baseline_mb * 1e6
+    ratios = [(f"H100 download ({h100.name}, {human_size(h100.size)}) / {args.baseline_mb} MB", h100.size / baseline,
+               "a fraction"),
+              (f"all-architecture package ({human_size(every.size)}) / {args.baseline_mb} MB", every.size / baseline,
+               "below 1"),
+              (f"channel build time, every generation ({human_duration(sum(t.seconds for t in timings))}) / "
+               f"all-architecture alone ({human_duration(every.seconds)})",
+               sum(t.seconds for t in timings) / every.seconds, "about 2: every architecture is compiled twice")]
+    report(timings, ratios, args)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["cache", "archs"])
+    parser.add_argument("what", choices=["cache", "archs", "generations"])
+    parser.add_argument("--package", choices=PACKAGES, default=PACKAGES[0], help=f"what to build (default {PACKAGES[0]})")
     parser.add_argument("--channel", required=True, help="channel to build from (e.g. the stand-in)")
     parser.add_argument("--cuda", default="13.0")
     parser.add_argument("--torch", default="2.14")
@@ -112,6 +154,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout instead of the table")
     parser.add_argument("--json-file", metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument("--log-dir", help="keep each build's full log here (ccache statistics included)")
+    parser.add_argument("--baseline-mb", type=float, default=184.0,
+                        help="generations: the size to compare with, in MB (default 184.0: causal-conv1d 1.7.0 for "
+                        "CUDA 13.0 before the generation split, 8 architectures, measured here; see the README)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,5 +164,9 @@ def run(args: argparse.Namespace) -> int:
     args.channel = normalise_channel(args.channel)
     for python in (args.python_a, args.python_b):
         select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
-    {"cache": bench_cache, "archs": bench_archs}[args.what](args)
+    if args.what == "generations" and len(next(f for f in load_variant_files() if f.cuda == args.cuda).generations) < 2:
+        raise UsageError(f"--cuda {args.cuda}: its variant file does not split by GPU generation")
+    if args.baseline_mb <= 0:
+        raise UsageError(f"--baseline-mb {args.baseline_mb}: give the size in MB, above 0")
+    {"cache": bench_cache, "archs": bench_archs, "generations": bench_generations}[args.what](args)
     return 0

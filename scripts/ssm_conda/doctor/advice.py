@@ -165,8 +165,9 @@ def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CH
     pinned = generation if generation and not (facts.env.kind == "pixi" and not facts.env.this_project) else None
     build_string = build_string_glob(channel, vfile, target.python, target.torch, pinned)
     findings += channel_notes(channel, version, build_string, packaged, package)
+    arch_arg = build_arch_arg(facts.compute_caps, vfile)
     archs = (f"--generation {generation}" if generation and generation != ALL_ARCHS
-             else f"--arch {shlex.quote(build_arch_arg(facts.compute_caps, vfile))}")
+             else f"--generation {ALL_ARCHS}" if arch_arg == ALL_ARCHS else f"--arch {shlex.quote(arch_arg)}")
     build = (f"ssm-conda build {'' if package == PACKAGE else f'--package {package} '}--cuda {vfile.cuda} "
              f"--python {target.python} --torch {target.torch} {archs}")
     cuda_arch = facts.compute_caps[0] if pinned and pinned != ALL_ARCHS else None

@@ -14,6 +14,10 @@ import pytest
         (["cache", "--channel", "conda-forge", "--python-b", "3"], "error: unknown Python version '3'"),
         (["archs", "--channel", "conda-forge", "--cuda", "11.8"], "error: unknown CUDA version '11.8'"),
         (["archs", "--channel", "conda-forge", "--arch", "sm_90"], "error: unknown architecture 'sm_90'"),
+        (["generations", "--channel", "conda-forge", "--cuda", "12.9"],
+         "error: --cuda 12.9: its variant file does not split by GPU generation"),
+        (["generations", "--channel", "conda-forge", "--baseline-mb", "0"], "error: --baseline-mb 0.0: give the size"),
+        (["cache", "--channel", "conda-forge", "--package", "flash-attn"], "error: ssm-conda bench-build: argument --package"),
     ],
 )
 def test_bad_input_exits_2_before_building(args, message):
@@ -42,3 +46,37 @@ def test_report_prints_every_ratio_and_writes_the_figures(tmp_path, capsys):
     # --json: the same figures on stdout, and nothing else there
     report(timings, ratios, argparse.Namespace(json=True, json_file=None))
     assert json.loads(capsys.readouterr().out) == figures
+
+
+def test_generations_compares_what_the_solver_picks_for_an_h100(monkeypatch, capsys, tmp_path):
+    """Every generation built once (faked here: the builds are the benchmark), the H100's package
+    found by solving the channel they were copied into, the figures against the baseline."""
+    from types import SimpleNamespace
+
+    from ssm_conda.benchmarks import build_times as bt
+
+    sizes = {"all": 60e6, "sm8x": 20e6, "sm90": 9e6, "sm10x": 10e6, "sm12x": 10e6}
+    built, asked = [], []
+
+    def fake_build(name, args, python, arch, cache_dir, cache="off", keep=None):  # noqa: ANN001, ANN202
+        built.append((arch, cache_dir, keep is not None))
+        return bt.Timing(name, python, arch, cache, 100.0 if arch == "all" else 40.0, int(sizes[arch]), "-")
+
+    def fake_solve(channels, specs, cuda=None, cuda_arch=None):  # noqa: ANN001, ANN202
+        asked.append((specs, cuda, cuda_arch))
+        return [SimpleNamespace(name=SimpleNamespace(normalized="causal-conv1d"),
+                                build="cuda130_py311_torch214_sm90_h1234567_0")]
+
+    monkeypatch.setattr(bt, "timed_build", fake_build)
+    monkeypatch.setattr(bt, "solve_for_machine", fake_solve)
+    monkeypatch.setattr(bt, "index_channel", lambda path: None)
+    args = argparse.Namespace(cuda="13.0", python_a="3.11", package="causal-conv1d", channel="file:///standin",
+                              baseline_mb=184.0, json=False, json_file=str(tmp_path / "f.json"))
+    bt.bench_generations(args)
+    assert built == [(g, None, True) for g in ("all", "sm8x", "sm90", "sm10x", "sm12x")]  # no cache, all kept
+    assert asked == [(["causal-conv1d"], "13.0", "9.0")]
+    out = capsys.readouterr().out
+    assert "H100 download (sm90, 9.0 MB) / 184.0 MB: 0.05" in out
+    assert "all-architecture package (60.0 MB) / 184.0 MB: 0.33" in out
+    assert "channel build time, every generation (4m20s) / all-architecture alone (1m40s): 2.60" in out
+    assert "sm90: 9.0+PTX" in out
