@@ -133,7 +133,7 @@ def write_torch_stub(root: Path) -> Path:
 def setup_env(stub: Path, cuda_home: str, torch_cuda: str = "13.0", **env: str) -> dict[str, str]:
     """This process's environment without the variables the setup.py files read, plus env."""
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("TORCH_CUDA_ARCH_LIST", "NVCC_THREADS")
+               if k not in ("TORCH_CUDA_ARCH_LIST", "NVCC_THREADS", "NVCC_LINEINFO")
                and not k.startswith(("CAUSAL_CONV1D_", "MAMBA_"))}
     environ.update(env, PYTHONPATH=str(stub), STUB_CUDA_HOME=cuda_home, STUB_TORCH_CUDA=torch_cuda)
     return environ

@@ -73,6 +73,26 @@ def test_parses_sass_ptx_and_variant_flags():
     assert [i.compressed for i in parsed.images] == [False, False, False, True]
 
 
+def test_line_tables_marks_in_entry_headers():
+    """nvcc -lineinfo names the source file in a SASS entry's header and puts --generate-line-info
+    among a PTX entry's options (laid out as nvcc 13.0 writes them: offset and length, then text)."""
+    def with_name(kind: int, name: bytes, options: bytes = b"") -> bytes:
+        header_size = 64 + len(name) + (8 + len(options) if options else 0)
+        options_offset = 64 + len(name) if options else 0
+        head = struct.pack("<HHIQIIHHIIIQ", kind, 0x0101, header_size, 24, 24, options_offset, 8, 1, 90,
+                           64 if name else 0, len(name), 0x8011)
+        extra = head + b"\x00" * 16 + name
+        if options:
+            extra += struct.pack("<II", options_offset + 8, len(options)) + options
+        return extra + b"\x00" * 24
+
+    [lines] = ca.parse_fatbins(fatbin(with_name(ca.KIND_CUBIN, b"k.cu\0\0\0\0"),
+                                      with_name(ca.KIND_PTX, b"k.cu\0\0\0\0", b" --generate-line-info ")))
+    assert [(i.name, i.line_info, i.compressed) for i in lines.images] == [("sm_90", True, True), ("compute_90", True, True)]
+    [plain] = ca.parse_fatbins(fatbin(entry(ca.KIND_CUBIN, 90), entry(ca.KIND_PTX, 90)))
+    assert [i.line_info for i in plain.images] == [False, False]
+
+
 def test_several_fatbins_padding_and_stray_magic():
     stray = struct.pack("<I", ca.FATBIN_MAGIC) + b"\xff" * 12  # the magic number, not a header
     blob = fatbin(entry(ca.KIND_CUBIN, 75)) + b"\0" * 8 + stray + fatbin(entry(ca.KIND_CUBIN, 121), entry(ca.KIND_PTX, 121))
@@ -232,3 +252,29 @@ def test_real_fatbin_compression(nvcc_build, mode, compressed):
     so = nvcc_build(f"compress-{mode}.so", "arch=compute_90,code=[sm_90,compute_90]", options=(f"--compress-mode={mode}",))
     images = ca.all_images(ca.read_fatbins(so))
     assert {i.kind: i.compressed for i in images} == compressed
+
+
+def cuobjdump() -> str | None:
+    """NVIDIA's wheel (requirements-dev.txt) or one on PATH."""
+    import sysconfig
+
+    for root in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        for candidate in Path(root).glob("nvidia/cu*/bin/cuobjdump"):
+            return str(candidate)
+    return shutil.which("cuobjdump")
+
+
+@pytest.mark.parametrize("mode", ["size", "none"])
+@pytest.mark.parametrize("lineinfo", [True, False])
+def test_real_fatbin_line_tables(nvcc_build, lineinfo, mode):
+    """The reader sees -lineinfo in compressed fat binaries too, and agrees with cuobjdump, which
+    decompresses the cubin and lists its line-table sections."""
+    options = (f"--compress-mode={mode}", *(["-lineinfo"] if lineinfo else []))
+    so = nvcc_build(f"lines-{lineinfo}-{mode}.so", "arch=compute_90,code=[sm_90,compute_90]", options=options)
+    images = ca.all_images(ca.read_fatbins(so))
+    assert {(i.kind, i.line_info) for i in images} == {("sass", lineinfo), ("ptx", lineinfo)}
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump to compare with (pip install -r requirements-dev.txt)")
+    sections = subprocess.run([tool, "-elf", str(so)], capture_output=True, text=True, check=True).stdout
+    assert (".nv_debug_line_sass" in sections) is lineinfo

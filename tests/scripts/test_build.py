@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -180,3 +181,12 @@ def test_a_rebuild_is_not_tested_from_rattlers_package_cache(tmp_path):
     removed = build.evict_from_package_cache("causal-conv1d", "1.7.0", "cuda130_py311_torch214_he733e5d_0", tmp_path)
     assert sorted(p.name for p in removed) == [stem, f"{stem}.lock"]
     assert [p.name for p in tmp_path.iterdir()] == ["mamba-ssm-2.3.2.post1-cuda130_py311_torch214_he733e5d_0"]
+
+
+def test_line_info_is_a_variant_of_its_own():
+    """--line-info builds the packages with nvcc's line tables: another hash, so another build string."""
+    plain = run_cli("plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13", "--generation", "sm90")
+    lines = run_cli("plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13", "--generation", "sm90", "--line-info")
+    assert plain.returncode == lines.returncode == 0, plain.stderr + lines.stderr
+    strings = [re.findall(r"cuda130_py312_torch213_sm90_h[0-9a-f]{7}_0", r.stdout) for r in (plain, lines)]
+    assert len(strings[0]) == len(strings[1]) == 2 and not set(strings[0]) & set(strings[1])

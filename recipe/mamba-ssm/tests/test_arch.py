@@ -3,6 +3,7 @@
 from arch_tests import (  # noqa: F401 (collected here)
     extension,
     test_extension_has_gpu_code,
+    test_extension_has_line_tables_only_on_request,
     test_extension_matches_variant_arch_list,
     test_extension_runs_on_this_gpu,
 )

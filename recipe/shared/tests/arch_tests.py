@@ -42,6 +42,22 @@ def test_extension_matches_variant_arch_list(extension, expected_archs_env):
     )
 
 
+@pytest.mark.cpu
+def test_extension_has_line_tables_only_on_request(extension):
+    """nvcc's source-line tables (for profilers) only in a build that asked for them: the recipe
+    sets SSM_CONDA_EXPECTED_LINEINFO to the variant's nvcc_lineinfo, 0 or 1."""
+    expected = os.environ.get("SSM_CONDA_EXPECTED_LINEINFO", "").strip()
+    if expected not in ("0", "1"):
+        pytest.skip("SSM_CONDA_EXPECTED_LINEINFO is not 0 or 1 (the recipe's test sets it)")
+    path, fatbins = extension
+    images = check_arch.all_images(fatbins)
+    with_tables = sorted({i.name for i in images if i.line_info})
+    if expected == "1":
+        assert len(with_tables) == len({i.name for i in images}), f"{path.name}: line tables only in {with_tables}"
+    else:
+        assert not with_tables, f"{path.name} carries source-line tables ({', '.join(with_tables)}): built with -lineinfo"
+
+
 def test_extension_runs_on_this_gpu(extension):
     import torch
 

@@ -54,6 +54,9 @@ FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 # The image is compressed: nvcc 13's default compresses PTX, --compress-mode=size SASS too.
 FLAG_COMPRESSED = 0x8000
+# Source-line tables (nvcc -lineinfo) leave two marks in the entry headers, which nvcc never
+# compresses: a SASS image names its source file, and a PTX image's ptxas options ask for them.
+PTX_LINE_INFO_OPTION = b"--generate-line-info"
 
 REBUILD_HINT = "ssm-conda build --arch native"
 
@@ -70,6 +73,7 @@ class Image:
     kind: str  # "sass", "ptx" or "other"
     variant: str = ""  # "", "a" or "f"
     compressed: bool = field(default=False, compare=False)
+    line_info: bool = field(default=False, compare=False)  # built with nvcc -lineinfo
 
     @property
     def cc(self) -> tuple[int, int]:
@@ -126,18 +130,28 @@ def parse_fatbins(blob: bytes) -> list[Fatbin]:
         fatbin = Fatbin(offset=pos)
         entry = pos + header_size
         while entry + _ENTRY_HEADER.size <= end:
-            (kind, _, entry_header_size, payload_size, _, _, _, _, arch, _, _,
+            (kind, _, entry_header_size, payload_size, _, options_offset, _, _, arch, _, name_size,
              flags) = _ENTRY_HEADER.unpack_from(blob, entry)
             if entry_header_size < _ENTRY_HEADER.size:
                 raise FatbinError(f"corrupt fat binary entry at byte {entry}")
             variant = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY_SPECIFIC else ""
             kind_name = {KIND_CUBIN: "sass", KIND_PTX: "ptx"}.get(kind, "other")
+            line_info = name_size > 0 if kind == KIND_CUBIN else PTX_LINE_INFO_OPTION in _options(blob, entry, options_offset)
             fatbin.images.append(Image(arch=arch, kind=kind_name, variant=variant,
-                                       compressed=bool(flags & FLAG_COMPRESSED)))
+                                       compressed=bool(flags & FLAG_COMPRESSED), line_info=line_info))
             entry += entry_header_size + payload_size
         fatbins.append(fatbin)
         pos = blob.find(magic, max(end, pos + 4))
     return fatbins
+
+
+def _options(blob: bytes, entry: int, options_offset: int) -> bytes:
+    """The compiler options an entry header records: at options_offset, the options' own offset and
+    length (both from the entry's start)."""
+    if options_offset == 0 or entry + options_offset + 8 > len(blob):
+        return b""
+    start, length = struct.unpack_from("<II", blob, entry + options_offset)
+    return blob[entry + start:entry + start + length]
 
 
 def elf_section(data: bytes, name: str) -> bytes | None:

@@ -218,7 +218,7 @@ def test_the_test_step_is_the_recipes_test_section():
     section = gpu_check.recipe_test_section("8.0;9.0+PTX")
     assert section.commands == ["python -m pytest -p no:cacheprovider -rfEs tests/"]
     assert any(c.startswith("python -m pytest") and c.endswith("tests/") for c in section.commands)
-    assert section.env == {"CAUSAL_CONV1D_EXPECTED_ARCHS": "8.0;9.0+PTX"}
+    assert section.env == {"CAUSAL_CONV1D_EXPECTED_ARCHS": "8.0;9.0+PTX", "SSM_CONDA_EXPECTED_LINEINFO": "0"}
     assert section.recipe_files == ["tests/"] and section.source_files == ["tests/test_causal_conv1d.py"]
 
 
