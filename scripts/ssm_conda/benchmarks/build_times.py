@@ -3,6 +3,7 @@
     ssm-conda bench-build cache --channel URL        # cold variant A, then B (other Python) warm
     ssm-conda bench-build archs --channel URL        # the all-architecture package vs one architecture
     ssm-conda bench-build generations --channel URL  # every GPU generation's package vs all-architecture
+    ssm-conda bench-build lineinfo --channel URL     # with nvcc's line tables vs without (--generation)
 
 `cache` gives the compiler cache a fresh directory, builds variant A (cold), then variant B, which
 differs only in Python (warm: the CUDA objects come from the cache), then A again in a fresh build
@@ -13,7 +14,9 @@ and its package for one architecture, both without the cache, and prints the rat
 GPU generation, without the cache, then asks pixi's solver (py-rattler) which one an H100
 (__cuda_arch 9.0) gets, and prints what that machine downloads and what the all-architecture
 package weighs, both against --baseline-mb, and the channel's build time for every generation
-against the all-architecture build alone.
+against the all-architecture build alone. `lineinfo` builds the packages of --generation (default
+sm90 and all) without and with nvcc's source-line tables (--line-info), no cache, and prints sizes
+and times side by side.
 The test sections are skipped (--test skip) so that only building is timed.
 """
 
@@ -52,7 +55,7 @@ class Timing:
 
 def timed_build(
     name: str, args: argparse.Namespace, python: str, arch: str, cache_dir: Path | None, cache: str = "off",
-    keep: Path | None = None,
+    keep: Path | None = None, line_info: bool = False,
 ) -> Timing:
     """One ssm-conda build of args.package in a fresh output directory, its output streamed, its wall
     time measured. `arch` is a list for --arch, or a GPU generation of the variant file ("all",
@@ -60,7 +63,8 @@ def timed_build(
     generations = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
     selector = ["--generation", arch] if arch in generations else ["--arch", arch]
     command, env = subcommand("build", "--package", args.package, "--channel", args.channel, "--cuda", args.cuda,
-                              "--python", python, "--torch", args.torch, *selector, "--test", "skip")
+                              "--python", python, "--torch", args.torch, *selector, "--test", "skip",
+                              *(["--line-info"] if line_info else []))
     env.pop(CCACHE_ENV, None)
     if cache_dir is None:
         command.append("--no-cache")
@@ -142,8 +146,22 @@ def bench_generations(args: argparse.Namespace) -> None:
     report(timings, ratios, args)
 
 
+def bench_lineinfo(args: argparse.Namespace) -> None:
+    timings, ratios = [], []
+    for generation in args.generation or ["sm90", ALL_ARCHS]:
+        without = timed_build(f"{generation} without line tables", args, args.python_a, generation, None)
+        with_tables = timed_build(f"{generation} with line tables", args, args.python_a, generation, None,
+                                  line_info=True)
+        timings += [without, with_tables]
+        ratios += [(f"{generation}: package with / without line tables", with_tables.size / without.size, "about 3"),
+                   (f"{generation}: build time with / without", with_tables.seconds / without.seconds, "about 1")]
+    report(timings, ratios, args)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=["cache", "archs", "generations"])
+    parser.add_argument("what", choices=["cache", "archs", "generations", "lineinfo"])
+    parser.add_argument("--generation", action="append",
+                        help="lineinfo: the GPU generation(s) to build (repeatable; default sm90 and all)")
     parser.add_argument("--package", choices=PACKAGES, default=PACKAGES[0], help=f"what to build (default {PACKAGES[0]})")
     parser.add_argument("--channel", required=True, help="channel to build from (e.g. the stand-in)")
     parser.add_argument("--cuda", default="13.0")
@@ -168,5 +186,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--cuda {args.cuda}: its variant file does not split by GPU generation")
     if args.baseline_mb <= 0:
         raise UsageError(f"--baseline-mb {args.baseline_mb}: give the size in MB, above 0")
-    {"cache": bench_cache, "archs": bench_archs, "generations": bench_generations}[args.what](args)
+    known = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
+    for generation in args.generation or []:
+        if generation not in known:
+            raise UsageError(f"--generation {generation!r}: accepted for CUDA {args.cuda}: {', '.join(known)}")
+    {"cache": bench_cache, "archs": bench_archs, "generations": bench_generations, "lineinfo": bench_lineinfo}[args.what](args)
     return 0

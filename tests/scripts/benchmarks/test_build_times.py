@@ -18,6 +18,8 @@ import pytest
          "error: --cuda 12.9: its variant file does not split by GPU generation"),
         (["generations", "--channel", "conda-forge", "--baseline-mb", "0"], "error: --baseline-mb 0.0: give the size"),
         (["cache", "--channel", "conda-forge", "--package", "flash-attn"], "error: ssm-conda bench-build: argument --package"),
+        (["lineinfo", "--channel", "conda-forge", "--generation", "sm100"],
+         "error: --generation 'sm100': accepted for CUDA 13.0: all, sm8x, sm90, sm10x, sm12x"),
     ],
 )
 def test_bad_input_exits_2_before_building(args, message):
@@ -80,3 +82,20 @@ def test_generations_compares_what_the_solver_picks_for_an_h100(monkeypatch, cap
     assert "all-architecture package (60.0 MB) / 184.0 MB: 0.33" in out
     assert "channel build time, every generation (4m20s) / all-architecture alone (1m40s): 2.60" in out
     assert "sm90: 9.0+PTX" in out
+
+
+def test_lineinfo_builds_each_generation_without_and_with_line_tables(monkeypatch, capsys):
+    from ssm_conda.benchmarks import build_times as bt
+
+    built = []
+
+    def fake_build(name, args, python, arch, cache_dir, cache="off", keep=None, line_info=False):  # noqa: ANN001, ANN202
+        built.append((arch, line_info, cache_dir))
+        return bt.Timing(name, python, arch, cache, 300.0 if line_info else 250.0, 30_000_000 if line_info else 10_000_000, "-")
+
+    monkeypatch.setattr(bt, "timed_build", fake_build)
+    args = argparse.Namespace(cuda="13.0", python_a="3.11", generation=None, json=False, json_file=None)
+    bt.bench_lineinfo(args)
+    assert built == [("sm90", False, None), ("sm90", True, None), ("all", False, None), ("all", True, None)]
+    out = capsys.readouterr().out
+    assert "sm90: package with / without line tables: 3.00" in out and "all: build time with / without: 1.20" in out
