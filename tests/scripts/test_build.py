@@ -140,6 +140,7 @@ def test_builds_solve_for_the_variants_cuda_and_generation_whatever_the_machine(
 
     def run_build(**kwargs):  # noqa: ANN003
         seen.append(tuple(os.environ.get(name) for name in names))
+        assert kwargs["package_format"] == "conda:19"  # bench-zstd's choice, see build.PACKAGE_FORMAT
         return SimpleNamespace(packages=[])
 
     args = argparse.Namespace(test="skip", skip_existing=False, verbose=False)
