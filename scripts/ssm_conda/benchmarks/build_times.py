@@ -153,8 +153,8 @@ def bench_lineinfo(args: argparse.Namespace) -> None:
         with_tables = timed_build(f"{generation} with line tables", args, args.python_a, generation, None,
                                   line_info=True)
         timings += [without, with_tables]
-        ratios += [(f"{generation}: package with / without line tables", with_tables.size / without.size, "about 3"),
-                   (f"{generation}: build time with / without", with_tables.seconds / without.seconds, "about 1")]
+        ratios += [(f"{generation}: package with / without line tables", with_tables.size / without.size, "none: a figure"),
+                   (f"{generation}: build time with / without", with_tables.seconds / without.seconds, "none: a figure")]
     report(timings, ratios, args)
 
 
