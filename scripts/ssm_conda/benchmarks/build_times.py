@@ -59,9 +59,8 @@ def timed_build(
 ) -> Timing:
     """One ssm-conda build of args.package in a fresh output directory, its output streamed, its wall
     time measured. `arch` is a list for --arch, or a GPU generation of the variant file ("all",
-    "sm90"); `keep` is a channel directory the package is copied into."""
-    generations = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
-    selector = ["--generation", arch] if arch in generations else ["--arch", arch]
+    "sm90": args.generations); `keep` is a channel directory the package is copied into."""
+    selector = ["--generation", arch] if arch in args.generations else ["--arch", arch]
     command, env = subcommand("build", "--package", args.package, "--channel", args.channel, "--cuda", args.cuda,
                               "--python", python, "--torch", args.torch, *selector, "--test", "skip",
                               *(["--line-info"] if line_info else []))
@@ -123,7 +122,7 @@ def bench_archs(args: argparse.Namespace) -> None:
 
 
 def bench_generations(args: argparse.Namespace) -> None:
-    generations = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
+    generations = args.generations
     with tempfile.TemporaryDirectory(prefix="bench-generations-") as channel:
         timings = [timed_build(generation, args, args.python_a, generation, None, keep=Path(channel))
                    for generation in generations]
@@ -182,13 +181,14 @@ def run(args: argparse.Namespace) -> int:
     args.channel = normalise_channel(args.channel)
     for python in (args.python_a, args.python_b):
         select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
-    if args.what == "generations" and len(next(f for f in load_variant_files() if f.cuda == args.cuda).generations) < 2:
+    # the variant file's generations, read once: every build and check below uses them
+    args.generations = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
+    if args.what == "generations" and len(args.generations) < 2:
         raise UsageError(f"--cuda {args.cuda}: its variant file does not split by GPU generation")
     if args.baseline_mb <= 0:
         raise UsageError(f"--baseline-mb {args.baseline_mb}: give the size in MB, above 0")
-    known = next(f for f in load_variant_files() if f.cuda == args.cuda).generations
     for generation in args.generation or []:
-        if generation not in known:
-            raise UsageError(f"--generation {generation!r}: accepted for CUDA {args.cuda}: {', '.join(known)}")
+        if generation not in args.generations:
+            raise UsageError(f"--generation {generation!r}: accepted for CUDA {args.cuda}: {', '.join(args.generations)}")
     {"cache": bench_cache, "archs": bench_archs, "generations": bench_generations, "lineinfo": bench_lineinfo}[args.what](args)
     return 0

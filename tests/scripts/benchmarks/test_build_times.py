@@ -72,7 +72,11 @@ def test_generations_compares_what_the_solver_picks_for_an_h100(monkeypatch, cap
     monkeypatch.setattr(bt, "timed_build", fake_build)
     monkeypatch.setattr(bt, "solve_for_machine", fake_solve)
     monkeypatch.setattr(bt, "index_channel", lambda path: None)
+    from ssm_conda.matrix import load_variant_files
+
+    generations = next(f for f in load_variant_files() if f.cuda == "13.0").generations  # as run() reads them
     args = argparse.Namespace(cuda="13.0", python_a="3.11", package="causal-conv1d", channel="file:///standin",
+                              generations=generations,
                               baseline_mb=184.0, json=False, json_file=str(tmp_path / "f.json"))
     bt.bench_generations(args)
     assert built == [(g, None, True) for g in ("all", "sm8x", "sm90", "sm10x", "sm12x")]  # no cache, all kept
