@@ -91,8 +91,8 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
     spec = f'"{package}={version}={build}"'
     # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
-    if cuda_arch is not None:
-        override += f"CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} "
+    # pixi solves for the GPU the workspace declares, so only conda gets the __cuda_arch override
+    conda_override = override + (f"CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} " if cuda_arch is not None else "")
     channels = f"-c {channel}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
     interp, commands = facts.interpreter, []
     pip = [n for n, d in ((PACKAGE, interp.causal_conv1d), ("mamba-ssm", interp.mamba_ssm)) if d and not d.from_conda]
@@ -102,11 +102,11 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
         if channel != CONDA_FORGE:
             # pixi's channel priority is strict: appended after conda-forge, the package is never taken from it
             commands.append(f"pixi workspace channel add --prepend {channel}")
-        commands.append(f"{override.replace(f'CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} ', '')}pixi add {spec}")
+        commands.append(f"{override}pixi add {spec}")
     elif facts.env.kind == "conda":
-        commands.append(f"{override}conda install {channels} {spec}")
+        commands.append(f"{conda_override}conda install {channels} {spec}")
     else:
-        commands.append(f"{override}conda create -n {package} {channels} python={python} {spec}")
+        commands.append(f"{conda_override}conda create -n {package} {channels} python={python} {spec}")
     return commands
 
 
