@@ -9,6 +9,7 @@ checks that a package really built gets the record this module derives for it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +24,7 @@ OTHERS = {"python": ("3.12.0", "0"), "pytorch": ("2.13.0", "cuda130_0"), "packag
           "triton": ("3.5.0", "0")}
 
 
+@functools.cache  # every variant of a generation asks for the same capability's
 def cuda_arch_requirements(capability: str) -> dict[str, Any]:
     """The stand-in's cuda-arch recipe for one capability, rendered: run_constraints and run_exports."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
