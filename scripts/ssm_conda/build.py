@@ -90,7 +90,8 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--line-info", action="store_true",
         help="compile with nvcc -lineinfo (the variant key nvcc_lineinfo=1): source-line tables for Nsight Compute "
-        "and compute-sanitizer, which make the package about three times larger and change nothing at run time",
+        "and compute-sanitizer, which make the package larger (causal-conv1d sm90: 15.9 MB against 9.1) and change "
+        "nothing at run time",
     )
 
 
