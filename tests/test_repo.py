@@ -55,6 +55,13 @@ def test_pixi_tasks_have_descriptions():
         assert task.get("description"), name
 
 
+def test_pixi_lint_task_names_folders_that_exist():
+    """ruff fails on a path that is not there (E902), so a renamed folder breaks `pixi run lint`."""
+    command = PIXI["feature"]["test"]["tasks"]["lint"]["cmd"].split()
+    assert command[:2] == ["ruff", "check"]
+    assert [p for p in command[2:] if not (REPO_ROOT / p).is_dir()] == []
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (REPO_ROOT / "README.md").read_text()
     ci = (REPO_ROOT / ".ci" / "run").read_text()

@@ -200,7 +200,8 @@ def test_gpu_not_covered() -> None:
     [finding] = rules.gpu_not_covered(make_facts(drv=driver(gpus=[GB10])), target(lacking))
     assert finding.code == "arch-not-packaged" and finding.unpackaged
     assert "newer than every" in finding.message and "sm_121" in finding.message
-    [ptx] = rules.gpu_not_covered(make_facts(drv=driver(gpus=[GB10])), target(variant(gpu_generation=["all"], cuda_arch_list=["8.0;9.0+PTX"])))
+    with_ptx = variant(gpu_generation=["all"], cuda_arch_list=["8.0;9.0+PTX"])
+    [ptx] = rules.gpu_not_covered(make_facts(drv=driver(gpus=[GB10])), target(with_ptx))
     assert ptx.level == "note" and "compute_90 PTX" in ptx.message
 
 
