@@ -46,9 +46,8 @@ def test_pixi_uses_platform_entries_and_keeps_heavy_packages_out_of_the_tooling_
 
 
 def test_pixi_tasks_have_descriptions():
-    pixi = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
-    tasks = dict(pixi["tasks"])
-    for feature in pixi.get("feature", {}).values():
+    tasks = dict(PIXI["tasks"])
+    for feature in PIXI.get("feature", {}).values():
         tasks.update(feature.get("tasks", {}))
     assert {"build", "plan", "test", "lint"} <= set(tasks)
     for name, task in tasks.items():
