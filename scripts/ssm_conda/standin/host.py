@@ -4,7 +4,6 @@ discover() checks every input before anything is written; a missing one is a Usa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -18,7 +17,15 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ssm_conda.console import UsageError
-from ssm_conda.standin.catalog import BINARY_WHEELS, CONSTRAINTS, NOARCH_WHEELS, NVIDIA_LIBS, TOOL_WHEELS, TORCH_COMPANIONS
+from ssm_conda.standin.catalog import (
+    BINARY_WHEELS,
+    CONSTRAINTS,
+    CUDA_TOOLKIT_WHEELS,
+    NOARCH_WHEELS,
+    NVIDIA_LIBS,
+    TOOL_WHEELS,
+    TORCH_COMPANIONS,
+)
 from ssm_conda.standin.wheels import Target, Wheel, find_wheel, installed_nvidia, parse_wheel, pip_download, requirement_pins
 
 GLIBC_LIB_NAMES = (
@@ -37,9 +44,7 @@ class Machine:
     python_prefix: Path
     python_version: str  # 3.11.7
     py_ver: str  # 3.11
-    cuda_home: Path
-    nvcc_version: str  # 13.0.88
-    cudart_version: str
+    cuda_mm: str  # the CUDA line torch was built for: 13.0
     cc: str
     cxx: str
     gcc_version: str
@@ -53,14 +58,19 @@ class Machine:
     companions: dict[str, str] = field(default_factory=dict)  # TORCH_COMPANIONS torch asks for -> PEP 440 pin
     wheels: dict[str, Wheel] = field(default_factory=dict)  # conda name -> wheel
     nvidia: dict[str, Wheel] = field(default_factory=dict)
-
-    @property
-    def cuda_mm(self) -> str:
-        return ".".join(self.nvcc_version.split(".")[:2])
+    toolkit: dict[str, Wheel] = field(default_factory=dict)  # CUDA_TOOLKIT_WHEELS key -> wheel
 
     @property
     def cuda_major(self) -> str:
-        return self.nvcc_version.split(".")[0]
+        return self.cuda_mm.split(".")[0]
+
+    @property
+    def nvcc_version(self) -> str:
+        return self.toolkit["nvcc"].version
+
+    @property
+    def cudart_version(self) -> str:
+        return self.toolkit["runtime"].version
 
     @property
     def target(self) -> Target:
@@ -84,28 +94,22 @@ def detect_python(prefix: Path) -> tuple[str, str]:
     return version, py_ver
 
 
-def detect_cuda(cuda_home: Path) -> tuple[str, str]:
-    """(nvcc version, cudart version) of a CUDA toolkit."""
-    nvcc = cuda_home / "bin" / "nvcc"
-    if not nvcc.is_file():
-        raise UsageError(f"no nvcc at {nvcc}; pass --cuda-home with a CUDA toolkit (bin/nvcc, targets/x86_64-linux)")
-    try:
-        out = _run([str(nvcc), "--version"])
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise UsageError(f"{nvcc} does not run: {exc}") from None
-    match = re.search(r"V(\d+\.\d+\.\d+)", out)
-    if not match:
-        raise UsageError(f"cannot read the version of {nvcc}")
-    nvcc_version = match[1]
-    major = nvcc_version.split(".")[0]
-    if not (cuda_home / "targets/x86_64-linux/lib" / f"libcudart.so.{major}").exists():
-        raise UsageError(f"no targets/x86_64-linux/lib/libcudart.so.{major} in {cuda_home}")
-    runtime = sorted(cuda_home.glob("dist-info/nvidia_cuda_runtime-*.dist-info"))
-    if runtime:
-        return nvcc_version, runtime[-1].name.removeprefix("nvidia_cuda_runtime-").removesuffix(".dist-info")
-    version_json = cuda_home / "version.json"
-    cudart = json.loads(version_json.read_text()).get("cuda_cudart", {}).get("version") if version_json.exists() else None
-    return nvcc_version, cudart or nvcc_version
+def torch_cuda_line(pins: dict[str, str]) -> str | None:
+    """The CUDA X.Y a torch wheel was built for, from the pins of its Requires-Dist: PyPI's torch
+    2.13 asks for cuda-toolkit==13.0.3, older ones for nvidia-cuda-runtime(-cuXX)==X.Y.Z."""
+    for name in ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"):
+        if match := re.search(r"==\s*(\d+\.\d+)", pins.get(name, "")):
+            return match[1]
+    return None
+
+
+def toolkit_wheels(cuda_mm: str, dirs: Sequence[Path], download_dir: Path, target: Target, offline: bool,
+                   verbose: bool = False) -> dict[str, Wheel]:
+    """{CUDA_TOOLKIT_WHEELS key: wheel} of CUDA `cuda_mm` (nvcc, crt, nvvm, the runtime, CCCL)."""
+    if int(cuda_mm.split(".")[0]) < 13:
+        raise UsageError(f"--cuda {cuda_mm}: the stand-in builds CUDA 13 toolkits from NVIDIA's wheels; accepted: 13.x")
+    wanted = [(key, pypi, f"=={cuda_mm}.*", f"{pypi}=={cuda_mm}.*") for key, pypi in CUDA_TOOLKIT_WHEELS.items()]
+    return gather(wanted, dirs, download_dir, target, offline, verbose)
 
 
 def detect_compilers(cc: str | None) -> tuple[str, str, str]:
@@ -148,17 +152,32 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
             raise UsageError(f"torch wheel not found: {path}")
         if parsed[1].isdisjoint(target.supported_tags):
             raise UsageError(f"{path.name} does not install on {target.tag} linux-64")
+        if is_cpu_build(parsed[0].version):
+            raise UsageError(f"{path.name} is a CPU build of torch; the stand-in's pytorch is a CUDA build "
+                             "(PyPI's torch wheels for linux x86_64 are)")
         return "wheel", path, Version(parsed[0].version).public
     constraint = f"=={args.torch}.*" if args.torch else ""
-    wheel = find_wheel(dirs, "torch", constraint, target)
+    wheel = find_wheel(dirs, "torch", constraint, target, accept=lambda w: not is_cpu_build(w.version))
     if wheel is None and not args.offline:
         print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)", flush=True)
-        pip_download([f"torch{constraint}"], download_dir, target, args.verbose)
-        wheel = find_wheel([*dirs, download_dir], "torch", constraint, target)
+        for path in pip_download([f"torch{constraint}"], download_dir, target, args.verbose):
+            version = Version(path.name.split("-")[1])
+            if is_cpu_build(str(version)):
+                # pip prefers a local index's CPU build (2.13.0+cpu sorts after 2.13.0): ask for that
+                # release without the local label, which only the CUDA build on PyPI has
+                path.unlink()
+                pip_download([f"torch==={version.public}"], download_dir, target, args.verbose)
+        wheel = find_wheel([*dirs, download_dir], "torch", constraint, target,
+                           accept=lambda w: not is_cpu_build(w.version))
     if wheel is None:
-        raise UsageError(f"no torch wheel for {target.tag} in {', '.join(map(str, dirs))}; "
+        raise UsageError(f"no torch{constraint} wheel (a CUDA build) for {target.tag} in {', '.join(map(str, dirs))}; "
                          "pass --torch-wheel or --torch-installed")
     return "wheel", wheel.path, Version(wheel.version).public
+
+
+def is_cpu_build(version: str) -> bool:
+    """torch 2.13.0+cpu: a CPU-only build (PyTorch's own index and local wheel folders have them)."""
+    return (Version(version).local or "").startswith("cpu")
 
 
 def torch_requires(kind: str, src: Path, target: Target) -> dict[str, str]:
@@ -214,8 +233,6 @@ def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path)
     """Everything the stand-in needs, found (wheels missing from `dirs` downloaded unless --offline)."""
     python_prefix = Path(args.python_prefix or sys.base_prefix)
     python_version, py_ver = detect_python(python_prefix)
-    cuda_home = Path(args.cuda_home or os.environ.get("CUDA_HOME") or "/usr/local/cuda")
-    nvcc_version, cudart_version = detect_cuda(cuda_home)
     cc, cxx, gcc_version = detect_compilers(args.cc)
     glibc_version, glibc_libs = detect_glibc()
     libgcc = [_run([cc, "-print-file-name=libgcc_s.so.1"]).strip()]
@@ -226,10 +243,14 @@ def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path)
     target = Target(py_ver, glibc_version, python_version)
     dirs = list(dict.fromkeys([*dirs, download_dir]))
     torch_kind, torch_src, torch_version = detect_torch(args, target, dirs, download_dir)
-    machine = Machine(python_prefix, python_version, py_ver, cuda_home, nvcc_version, cudart_version,
-                      cc, cxx, gcc_version, glibc_version, glibc_libs, libgcc, libstdcxx,
-                      torch_kind, torch_src, torch_version,
+    cuda_mm = args.cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
+    if cuda_mm is None:
+        raise UsageError(f"torch {torch_version} names no CUDA version in its requirements (a CPU build?): "
+                         "pass --cuda X.Y or a CUDA build of torch")
+    machine = Machine(python_prefix, python_version, py_ver, cuda_mm, cc, cxx, gcc_version, glibc_version,
+                      glibc_libs, libgcc, libstdcxx, torch_kind, torch_src, torch_version,
                       companions=torch_companions(torch_kind, torch_src, target))
+    machine.toolkit = toolkit_wheels(cuda_mm, dirs, download_dir, target, args.offline, args.verbose)
     machine.wheels = gather(wanted_wheels(machine.companions), dirs, download_dir, target, args.offline, args.verbose)
     machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
     return machine

@@ -12,6 +12,7 @@ import yaml
 
 from ssm_conda.archs import COMPUTE_CAPABILITIES
 from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
+from ssm_conda.standin.cuda import CUDA_PACKAGES, CudaPackage
 from ssm_conda.standin.host import Machine
 from ssm_conda.standin.wheels import Wheel, conda_run_requirements, conda_specifier, read_metadata
 
@@ -30,6 +31,11 @@ class StandIn:
     entry_points: list[str] | None = None
     run_exports_strong: list[str] | None = None
     name: str | None = None  # the conda name where it is not the key
+    run_exports_weak: list[str] | None = None
+    constrains: list[str] | None = None
+    # context keys left out of the recipe digest: a package shared by every Python (libtorch) is
+    # built once, from whichever Python's wheel came first, and reused by the others
+    undigested: tuple[str, ...] = ()
 
     @property
     def conda_name(self) -> str:
@@ -40,8 +46,7 @@ def standins(m: Machine) -> list[StandIn]:
     """Every stand-in package, in build order (each solves against the ones before it): the machine's
     own python, compilers, glibc and CUDA toolkit; then wheels: tools, pure-Python and binary
     packages, NVIDIA's libraries; pytorch last."""
-    cuda = {"cuda_mm": m.cuda_mm, "cuda_major": m.cuda_major}
-    toolkit = {"version": m.cudart_version, "cuda_src": str(m.cuda_home), **cuda}
+    cuda = cuda_context(m)
     gcc, gcc_major = m.gcc_version, m.gcc_version.split(".")[0]
     out = [
         StandIn("python", "python.yaml", {"version": m.python_version, "src_prefix": str(m.python_prefix), "py_ver": m.py_ver}),
@@ -58,10 +63,9 @@ def standins(m: Machine) -> list[StandIn]:
                 run=[f"gcc_linux-64 =={gcc}"], run_exports_strong=[f"libstdcxx >={gcc_major}"]),
         StandIn("cuda-version", "cuda-version.yaml", dict(cuda)),
         *(StandIn(f"cuda-arch-{cap}", "cuda-arch.yaml", {"capability": cap}, name="cuda-arch") for cap in COMPUTE_CAPABILITIES),
-        StandIn("cuda-cudart", "cuda-cudart.yaml", dict(toolkit)),
-        StandIn("cuda-cudart-dev", "cuda-cudart-dev.yaml", dict(toolkit)),
+        *(cuda_standin(m, package) for package in CUDA_PACKAGES),
         StandIn("cuda-nvcc_linux-64", "cuda-nvcc_linux-64.yaml",
-                {**toolkit, "version": m.nvcc_version, "cudart_version": m.cudart_version}),
+                {"version": m.nvcc_version, "glibc": ".".join(m.glibc_version.split(".")[:2]), **cuda}),
     ]
     out += [StandIn(tool, "tool_wheel.yaml", {**wheel_context(m.wheels[tool], tool), "license": license})
             for tool, (_pypi, license) in TOOL_WHEELS.items()]
@@ -77,12 +81,43 @@ def standins(m: Machine) -> list[StandIn]:
     out += [StandIn(conda, "nvidia_lib.yaml", {**wheel_context(m.nvidia[conda], conda), **cuda},
                     run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", *NVIDIA_DEPS.get(conda, ())])
             for conda in NVIDIA_LIBS]
+    return [*out, *torch_standins(m)]
+
+
+def cuda_standin(m: Machine, package: CudaPackage) -> StandIn:
+    """One of conda-forge's CUDA packages from its toolkit wheel (standin/cuda.py)."""
+    wheel = m.toolkit[package.wheel or package.version_from or ""]
+    names = {"v": wheel.version, "cuda": m.cuda_mm, "cuda_major": m.cuda_major,
+             "cuda_major_next": str(int(m.cuda_major) + 1)}
+    minor_next = f"{m.cuda_major}.{int(m.cuda_mm.split('.')[1]) + 1}.0a0"
+    context = {"name": package.name, "version": wheel.version, "wheel": str(wheel.path) if package.wheel else "",
+               "wheel_name": wheel.path.name,
+               "copy": " ".join(f"{a}=>{b}" for a, b in package.copy.items()).format(**names),
+               "links": " ".join(f"{a}->{b}" for a, b in package.links.items()).format(**names),
+               "recipe_files": " ".join(f"{a}=>{b}" for a, b in package.recipe_files.items())}
+    return StandIn(package.name, "cuda_target.yaml" if package.noarch else "cuda_package.yaml", context,
+                   run=[*(r.format(**names) for r in package.run), f"cuda-version >={m.cuda_mm},<{minor_next}"],
+                   constrains=list(package.constrains),
+                   run_exports_weak=[r.format(**names) for r in package.run_exports_weak],
+                   run_exports_strong=[r.format(**names) for r in package.run_exports_strong])
+
+
+def torch_standins(m: Machine) -> list[StandIn]:
+    """libtorch (the C++ libraries and headers, shared by every Python) and pytorch, as conda-forge splits them."""
     major, minor = (int(x) for x in m.torch_version.split(".")[:2])
     torch = {"version": m.torch_version, "py_ver": m.py_ver, "torch_src": str(m.torch_src), "torch_src_kind": m.torch_kind,
-             "torch_src_name": m.torch_src.name, "version_xy_next": f"{major}.{minor + 1}.0a0", **cuda}
-    base = yaml.safe_load((RECIPES_DIR / "pytorch.yaml").read_text())["requirements"]["run"]
+             "torch_src_name": m.torch_src.name, "version_xy_next": f"{major}.{minor + 1}.0a0", **cuda_context(m)}
     companions = [f"{name} {conda_specifier(pin)}".strip() for name, pin in m.companions.items()]
-    return [*out, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, "cuda-cudart", *NVIDIA_LIBS, *companions])]
+    base = yaml.safe_load((RECIPES_DIR / "pytorch.yaml").read_text())["requirements"]["run"]
+    libtorch = StandIn("libtorch", "libtorch.yaml", {k: v for k, v in torch.items() if k != "py_ver"},
+                       run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", "libgcc", "libstdcxx",
+                            "cuda-cudart", *NVIDIA_LIBS],
+                       undigested=("torch_src", "torch_src_kind", "torch_src_name"))
+    return [libtorch, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, *companions])]
+
+
+def cuda_context(m: Machine) -> dict[str, str]:
+    return {"cuda_mm": m.cuda_mm, "cuda_major": m.cuda_major}
 
 
 def wheel_context(wheel: Wheel, name: str) -> dict[str, Any]:
@@ -107,12 +142,24 @@ def write_recipe(standin: StandIn, directory: Path) -> Path:
         build.setdefault("python", {})["entry_points"] = standin.entry_points
     if standin.run_exports_strong is not None:
         requirements.setdefault("run_exports", {})["strong"] = standin.run_exports_strong
+    if standin.run_exports_weak is not None:
+        requirements.setdefault("run_exports", {})["weak"] = standin.run_exports_weak
+    if standin.constrains is not None:
+        requirements["run_constraints"] = standin.constrains
+    for key in ("run", "run_constraints"):
+        if requirements.get(key) == []:
+            del requirements[key]
+    exports = requirements.get("run_exports")
+    if isinstance(exports, dict):
+        requirements["run_exports"] = {kind: specs for kind, specs in exports.items() if specs}
+        if not requirements["run_exports"]:
+            del requirements["run_exports"]
     script = build.get("script")
     if isinstance(script, dict) and "content" in script:
         script["content"] = _Literal(script["content"])
     directory.mkdir(parents=True, exist_ok=True)
     for helper in RECIPES_DIR.iterdir():
-        if helper.suffix in (".sh", ".py"):
+        if helper.suffix != ".yaml":
             shutil.copy2(helper, directory / helper.name)
     path = directory / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False, width=120))

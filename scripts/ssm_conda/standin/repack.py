@@ -52,7 +52,8 @@ def build_channel(m: Machine, channel: Path, threads: int, log: Log, rebuild: fr
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
 
     (channel / "noarch").mkdir(parents=True, exist_ok=True)
-    tool = ToolConfiguration(compression_threads=threads, test_strategy="skip")
+    # conda-forge's noarch CUDA packages (cuda-cudart_linux-64, ...) hold symlinks, as on linux only
+    tool = ToolConfiguration(compression_threads=threads, test_strategy="skip", allow_symlinks_on_windows=True)
     variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [m.py_ver]}))
     outcomes, kept, todo = [], set(), standins(m)
     with tempfile.TemporaryDirectory(prefix="standin-recipes-") as tmp:
@@ -69,7 +70,7 @@ def build_channel(m: Machine, channel: Path, threads: int, log: Log, rebuild: fr
             path = reuse.package_path(channel, subdir, name, version, build.string)
             step = f"[{number}/{len(todo)}] {standin.conda_name} {version}"
             outcome = Outcome(f"{name} {version}", build.string, detail=subdir)
-            digest = reuse.recipe_digest(recipe_path, standin.context)
+            digest = reuse.recipe_digest(recipe_path, {k: v for k, v in standin.context.items() if k not in standin.undigested})
             changed = path.exists() and not reuse.is_stamped(path, digest)
             if name in rebuild or "all" in rebuild or changed:
                 path.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import PathDistribution
@@ -87,12 +87,14 @@ def fits(path: Path, target: Target) -> bool:
     return parsed is not None and not parsed[1].isdisjoint(target.supported_tags)
 
 
-def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target) -> Wheel | None:
-    """The newest wheel of `name` in `dirs` that fits the target and the constraint (first dir wins a tie)."""
+def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target,
+               accept: Callable[[Wheel], bool] = lambda wheel: True) -> Wheel | None:
+    """The newest wheel of `name` in `dirs` that fits the target and the constraint and that `accept`
+    takes (first dir wins a tie)."""
     spec, wanted = SpecifierSet(constraint), canonicalize_name(name)
     found = [parsed[0] for directory in dirs if directory.is_dir() for path in sorted(directory.glob("*.whl"))
              if (parsed := parse_wheel(path)) and parsed[0].name == wanted and Version(parsed[0].version) in spec
-             and not parsed[1].isdisjoint(target.supported_tags)]
+             and not parsed[1].isdisjoint(target.supported_tags) and accept(parsed[0])]
     return max(found, key=lambda wheel: Version(wheel.version), default=None)  # max keeps the first of equals
 
 

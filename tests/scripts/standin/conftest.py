@@ -10,7 +10,8 @@ from ssm_conda.standin import catalog
 from ssm_conda.standin.host import Machine
 from ssm_conda.standin.wheels import Wheel
 
-TORCH_REQUIRES = ("filelock", 'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
+TORCH_REQUIRES = ("filelock", 'cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"',
+                  'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
                   'triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"')
 
 # Requires-Dist of a few fake wheels, as the real ones say (transformers 5.18.0 trimmed, tokenizers 0.23.3)
@@ -46,7 +47,7 @@ def make_wheel(directory: Path, filename: str, requires: tuple[str, ...] = (), r
 def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
     torch = make_wheel(wheels, f"torch-2.14.1-cp{py_ver.replace('.', '')}-cp{py_ver.replace('.', '')}-manylinux_2_28_x86_64.whl",
                        TORCH_REQUIRES)
-    m = Machine(Path("/p"), f"{py_ver}.7", py_ver, Path("/cuda"), "13.0.88", "13.0.96", "/usr/bin/gcc-12",
+    m = Machine(Path("/p"), f"{py_ver}.7", py_ver, "13.0", "/usr/bin/gcc-12",
                 "/usr/bin/g++-12", "12.2.0", "2.36", ["/lib/libc.so.6"], ["/lib/libgcc_s.so.1"],
                 ["/lib/libstdc++.so.6"], "wheel", torch, "2.14.1", companions={"triton": "~=3.8.0"})
     tag = f"cp{py_ver.replace('.', '')}"
@@ -65,6 +66,10 @@ def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
     for conda, pypi in catalog.NVIDIA_LIBS.items():
         name = pypi.format(major="13")
         m.nvidia[conda] = Wheel(make_wheel(wheels, f"{name}-13.0.1-py3-none-manylinux_2_27_x86_64.whl"), name, "13.0.1")
+    for key, pypi in catalog.CUDA_TOOLKIT_WHEELS.items():
+        version = {"runtime": "13.0.96", "cccl": "13.0.85"}.get(key, "13.0.88")
+        path = make_wheel(wheels, f"{pypi.replace('-', '_')}-{version}-py3-none-manylinux2014_x86_64.whl")
+        m.toolkit[key] = Wheel(path, pypi, version)
     return m
 
 

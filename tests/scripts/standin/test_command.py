@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
-from ssm_conda.standin import command, repack
+from ssm_conda.standin import command, fidelity, repack
 from ssm_conda.standin.packages import StandIn
 
 HAS_PY_SHARED = bool(list(Path(sys.base_prefix, "lib").glob("libpython3*.so*")))
@@ -24,18 +24,6 @@ def cache(tmp_path, monkeypatch) -> Path:
     return tmp_path / "cache"
 
 
-def fake_cuda(root: Path, version: str = "13.0.88") -> Path:
-    """A directory that looks like a CUDA toolkit: an nvcc script printing its version, libcudart."""
-    (root / "bin").mkdir(parents=True)
-    nvcc = root / "bin" / "nvcc"
-    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V{version}'\n")
-    nvcc.chmod(0o755)
-    lib = root / "targets/x86_64-linux/lib"
-    lib.mkdir(parents=True)
-    (lib / "libcudart.so.13").write_bytes(b"\x7fELF")
-    return root
-
-
 def run(argv: list[str], capsys) -> tuple[int, str]:
     code = cli.main(["standin", *argv])
     return code, capsys.readouterr().err
@@ -45,8 +33,7 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
 def test_missing_torch_wheel(tmp_path, capsys):
     out, empty = tmp_path / "channel", tmp_path / "empty"
     empty.mkdir()
-    code, err = run(["--dir", str(out), "--cuda-home", str(fake_cuda(tmp_path / "cuda")),
-                     "--wheel-dir", str(empty), "--offline"], capsys)
+    code, err = run(["--dir", str(out), "--wheel-dir", str(empty), "--offline"], capsys)
     assert code == 2
     assert err.count("\n") == 1 and "torch wheel" in err
     assert not out.exists()
@@ -55,12 +42,12 @@ def test_missing_torch_wheel(tmp_path, capsys):
 @needs_shared_python
 def test_wheels_are_looked_for_in_the_cache_and_the_wheel_dirs_only(tmp_path, cache, capsys):
     """Regression: the default list named /opt/pypi-more/files, a folder of the machine this was written on."""
-    code, err = run(["--dir", str(tmp_path / "c"), "--cuda-home", str(fake_cuda(tmp_path / "cuda")), "--offline"], capsys)
-    assert code == 2 and err == f"error: no torch wheel for {PY_TAG} in {cache / 'wheels'}; " \
+    code, err = run(["--dir", str(tmp_path / "c"), "--offline"], capsys)
+    assert code == 2 and err == f"error: no torch wheel (a CUDA build) for {PY_TAG} in {cache / 'wheels'}; " \
                                 "pass --torch-wheel or --torch-installed\n"
     extra = tmp_path / "more"
     extra.mkdir()
-    code, err = run(["--dir", str(tmp_path / "c"), "--cuda-home", str(tmp_path / "cuda"), "--offline",
+    code, err = run(["--dir", str(tmp_path / "c"), "--offline",
                      "--wheel-dir", str(extra)], capsys)
     assert code == 2 and f"in {extra}, {cache / 'wheels'};" in err
 
@@ -68,19 +55,30 @@ def test_wheels_are_looked_for_in_the_cache_and_the_wheel_dirs_only(tmp_path, ca
 @needs_shared_python
 def test_named_torch_wheel_missing(tmp_path, capsys):
     out = tmp_path / "channel"
-    code, err = run(["--dir", str(out), "--cuda-home", str(fake_cuda(tmp_path / "cuda")),
-                     "--torch-wheel", str(tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")], capsys)
+    missing = tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    code, err = run(["--dir", str(out), "--torch-wheel", str(missing)], capsys)
     assert code == 2 and err.startswith("error: torch wheel not found") and err.count("\n") == 1
     assert not out.exists()
 
 
 @needs_shared_python
-def test_missing_nvcc(tmp_path, capsys):
+def test_missing_toolkit_wheels_offline(tmp_path, wheel_maker, capsys):
+    """nvcc comes from NVIDIA's wheels, never from a system toolkit: offline and without them, one line."""
+    wheels = tmp_path / "wheels"
+    wheel_maker(wheels, f"torch-2.13.0-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl",
+                ('cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"',))
     out = tmp_path / "channel"
-    code, err = run(["--dir", str(out), "--cuda-home", str(tmp_path / "nocuda")], capsys)
-    assert code == 2
-    assert err.startswith("error: no nvcc at ") and err.count("\n") == 1
-    assert not out.exists()
+    code, err = run(["--dir", str(out), "--wheel-dir", str(wheels), "--offline"], capsys)
+    assert code == 2 and err.startswith("error: no nvidia-cuda-nvcc==13.0.* wheel for ")
+    assert err.count("\n") == 1
+    assert "(and --offline)" in err and not out.exists()
+
+
+@needs_shared_python
+def test_cpu_build_of_torch_is_refused(tmp_path, wheel_maker, capsys):
+    wheel = wheel_maker(tmp_path, f"torch-2.13.0+cpu-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl")
+    code, err = run(["--dir", str(tmp_path / "c"), "--torch-wheel", str(wheel)], capsys)
+    assert code == 2 and "is a CPU build of torch" in err and err.count("\n") == 1
 
 
 def test_python_without_shared_lib(tmp_path, capsys):
@@ -116,11 +114,10 @@ def test_default_dir_is_in_the_cache(cache):
 def test_cli_runs_as_a_module(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
-        [sys.executable, "-m", "ssm_conda", "standin", "--dir", str(tmp_path / "c"),
-         "--cuda-home", str(tmp_path / "nocuda")],
+        [sys.executable, "-m", "ssm_conda", "standin", "--dir", str(tmp_path / "c"), "--threads", "0"],
         capture_output=True, text=True, cwd=tmp_path, env=env)
     assert result.returncode == 2
-    assert result.stderr.startswith("error: no nvcc at ") and result.stderr.count("\n") == 1
+    assert result.stderr == "error: --threads 0: must be at least 1\n"
     assert not (tmp_path / "c").exists()
 
 
@@ -134,6 +131,8 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
 
     monkeypatch.setattr(command, "discover", discover)
     monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
+    record = {"python_abi": fidelity.load_record()["python_abi"]}
+    monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
     assert cli.main(["standin", "--offline"]) == 0
     out = capsys.readouterr().out
     channel = cache / "standin"
@@ -144,3 +143,16 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     assert table.splitlines()[1].split() == ["package", "variant", "result", "time", "size", "detail"]
     assert table.splitlines()[2].split()[:4] == ["python_abi", "3.11", "8_cp311", "built"]
     assert f"channel: {channel.as_uri()} (1 packages for python 3.11" in out
+    assert "every recorded package matches conda-forge's" in out
+
+
+def test_a_channel_that_drifts_from_conda_forge_fails(fake_machine, cache, monkeypatch, capsys):
+    """The fidelity check runs after every build: a package conda-forge has and the channel lacks fails it."""
+    monkeypatch.setattr(command, "discover", lambda args, dirs, download_dir: fake_machine)
+    monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
+    record = {name: fidelity.load_record()[name] for name in ("python_abi", "cuda-version")}
+    monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
+    assert cli.main(["standin", "--offline"]) == 1
+    captured = capsys.readouterr()
+    assert "cuda-version: the channel has no such package" in captured.out
+    assert "differs from conda-forge's packages in 1 places" in captured.err

