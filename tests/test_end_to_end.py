@@ -1,10 +1,11 @@
 """The whole pipeline, for real, offline: stand-in channel -> ssm-conda build -> install -> import.
 
-Marked tests (run with --slow): the first builds the unchanged recipe for CUDA 13.0 / the running
-Python / torch 2.14 / the sm90 GPU generation against the offline stand-in channel, with rattler-build's own solve, build
-environments, source fetch, patches, build script, nvcc compile, linking checks, test section and
-index, then installs the result with py-rattler into a fresh prefix and inspects it. The second
-builds the same variant for a second Python (another CPython with a shared libpython, found under
+Marked tests (run with --slow): the first builds the unchanged recipe for variants/cuda130.yaml's
+CUDA and newest pytorch minor / the running Python / the sm90 GPU generation against the offline
+stand-in channel (conda-forge's packages, checked against its record; no system CUDA toolkit in
+reach), with rattler-build's own solve, build environments, source fetch, patches, build script,
+nvcc compile, linking checks, test section and index, then installs the result with py-rattler
+into a fresh prefix and inspects it. The second builds the same variant for a second Python (another CPython with a shared libpython, found under
 ~/.pyenv/versions or named by CAUSAL_CONV1D_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks
 that its CUDA objects came from that cache.
 """
@@ -24,13 +25,18 @@ from rattler.exceptions import SolverError
 from ssm_conda.build import cache_hits
 from ssm_conda.channels import install_into_prefix, solve_for_machine
 from ssm_conda.console import human_duration, human_size
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import Selection, load_variant_files, plan
 from ssm_conda.paths import cache_dir
+from ssm_conda.standin.fidelity import check_channel
 
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 from tests.recipe.generation_channel import package_record
 
-CUDA, TORCH, GENERATION, GPU = "13.0", "2.14", "sm90", "9.0"  # GPU: the H100's __cuda_arch
+# The current CUDA line's file and its newest pytorch minor: values conda-forge builds, no override.
+VARIANTS = next(f for f in load_variant_files() if f.path.name == "cuda130.yaml")
+CUDA, TORCH = VARIANTS.cuda, VARIANTS.torches[-1]
+TORCH_NEXT = f"{TORCH.split('.')[0]}.{int(TORCH.split('.')[1]) + 1}"
+GENERATION, GPU = "sm90", "9.0"  # GPU: the H100's __cuda_arch
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
 PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13", "3.10") if v != PYTHON]  # B differs in Python alone
 PYTHON_B_PREFIX_ENV = "CAUSAL_CONV1D_PYTHON_B_PREFIX"
@@ -80,6 +86,16 @@ def python_b() -> tuple[str, Path]:
     return second_python()
 
 
+def without_system_cuda() -> dict[str, str]:
+    """The environment with no CUDA toolkit in reach: no CUDA_HOME or CUDA_PATH, no folder on PATH that
+    holds an nvcc (the stand-in takes nvcc from NVIDIA's wheels, the build from the stand-in's cuda-nvcc)."""
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not Path(d, "nvcc").exists()]
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = os.pathsep.join(path)
+    assert shutil.which("nvcc", path=env["PATH"]) is None
+    return env
+
+
 @pytest.fixture(scope="module")
 def standin(python_b) -> Path:
     """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
@@ -89,8 +105,10 @@ def standin(python_b) -> Path:
     wheel_dirs = [d for d in os.environ.get("CAUSAL_CONV1D_WHEEL_DIRS", "").split(os.pathsep) if d]
     standin_command = (sys.executable, "-m", "ssm_conda", "standin", "--dir", str(channel),
                        *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
-    run(*standin_command)
-    run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH)
+    run(*standin_command, "--torch", TORCH, env=without_system_cuda())
+    run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH, env=without_system_cuda())
+    # `ssm-conda standin` checks its packages against conda-forge's record; so does this test
+    assert check_channel(channel) == []
     return channel
 
 
@@ -119,7 +137,7 @@ def build_variant(channel: Path, output: Path, python: str, ccache: Path,
     start = time.monotonic()
     command = [sys.executable, "-m", "ssm_conda", "build", "--package", package_name, "--channel", channel.as_uri(),
                "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--generation", GENERATION]
-    env = {**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
+    env = {**without_system_cuda(), "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
             print(line, end="", flush=True)
@@ -192,7 +210,8 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     index = json.loads((unpacked / "info" / "index.json").read_text())
     assert index["name"] == "causal-conv1d" and index["version"] == "1.7.0"
     py = PYTHON.replace(".", "")
-    assert re.fullmatch(rf"cuda130_py{py}_torch214_sm90_h[0-9a-f]{{7}}_0", index["build"]), index["build"]
+    torch_tag = TORCH.replace(".", "")
+    assert re.fullmatch(rf"cuda130_py{py}_torch{torch_tag}_sm90_h[0-9a-f]{{7}}_0", index["build"]), index["build"]
     depends = index["depends"]
     # The generation's gates, exactly as the solver tests (tests/recipe/test_generations.py) derive them
     # from the rendered recipe: cuda-arch's run_export, the __cuda_arch requirement, no track feature.
@@ -203,8 +222,13 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     assert sorted(gates) == [d for d in derived["depends"] if d.startswith(("cuda-arch", "__cuda_arch"))], depends
     assert sorted(gates) == ["__cuda_arch >=9.0,<10", "cuda-arch >=9.0"], depends
     assert "track_features" not in index and "track_features" not in derived
-    assert "pytorch 2.14.* cuda*" in depends, depends
-    assert any(re.fullmatch(r"pytorch >=2\.14(\.\d+)*,<2\.15\.0a0", d) for d in depends), depends
+    assert f"pytorch {TORCH}.* cuda*" in depends, depends
+    # pytorch's run_exports, as conda-forge's: pytorch and libtorch, pinned to the minor
+    for name in ("pytorch", "libtorch"):
+        assert any(re.fullmatch(rf"{name} >={re.escape(TORCH)}(\.\d+)*,<{re.escape(TORCH_NEXT)}\.0a0", d)
+                   for d in depends), depends
+    # libcudart.so's file is cuda-cudart_linux-64's (cuda-cudart holds the lib/ symlink)
+    assert "cuda-cudart_linux-64" in depends and any(d.startswith("cuda-cudart >=") for d in depends), depends
     assert any(re.fullmatch(r"cuda-version >=13\.0,<14(\.0a0)?", d) for d in depends), depends
     # python_abi (python's run_export) is what pins Python X.Y, as on conda-forge.
     assert f"python_abi {PYTHON}.* *_{tag(PYTHON)}" in depends and "python" in depends, depends
@@ -226,7 +250,7 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     probe = run(str(prefix / "bin" / "python"), "-c",
                 "import causal_conv1d, torch; print(causal_conv1d.__version__, torch.__version__)",
                 capture_output=True, env={**os.environ, "PYTHONNOUSERSITE": "1"})
-    assert probe.stdout.split()[0] == "1.7.0" and probe.stdout.split()[1].startswith("2.14"), probe.stdout
+    assert probe.stdout.split()[0] == "1.7.0" and probe.stdout.split()[1].startswith(TORCH), probe.stdout
 
 
 @pytest.mark.slow
@@ -290,7 +314,7 @@ def test_mamba_ssm_end_to_end(standin, built, built_mamba, ccache, tmp_path):
     cc_build = cc_package.name.removesuffix(".conda").rsplit("-", 1)[1]
     assert (index["name"], index["version"], index["build"]) == ("mamba-ssm", "2.3.2.post1", cc_build)
     depends = index["depends"]
-    assert "pytorch 2.14.* cuda*" in depends and "causal-conv1d >=1.7,<2" in depends, depends
+    assert f"pytorch {TORCH}.* cuda*" in depends and "causal-conv1d >=1.7,<2" in depends, depends
     assert not [d for d in depends if d.split()[0] in ("tilelang", "apache-tvm-ffi", "quack-kernels", "ninja")], depends
     assert_sm90_extension_and_nothing_leaked(unpacked, "selective_scan_cuda", output, ccache)
     assert "Overlinking" not in log
@@ -328,3 +352,63 @@ def test_mamba_ssm_for_another_python_reuses_its_cuda_objects(standin, built, bu
     assert cache_hits(log) == "9/10", [line for line in log.splitlines() if "Hits:" in line or "Misses:" in line]
     print(f"mamba-ssm for Python {python_b[0]} with the cache: {human_duration(seconds_b)}, "
           f"{seconds_b / built_mamba[2]:.2f} of the first build (figures, not asserted)")
+
+
+PLANTED_SOURCE = "int plant(void);\nint plant(void) { return 0; }\n"
+
+
+def build_planted(channel: Path, output: Path, name: str, run: list[str], links: str) -> str:
+    """A tiny shared library linked against `links`, built against the stand-in with causal-conv1d's
+    own dynamic_linking rules and host CUDA packages: rattler-build's log (a failed build's included)."""
+    import yaml
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
+
+    real = yaml.safe_load(Path("recipe/causal-conv1d/recipe.yaml").read_text())
+    recipe = {
+        "schema_version": 1, "package": {"name": name, "version": "1.0"},
+        "build": {"number": 0, "dynamic_linking": real["build"]["dynamic_linking"],
+                  "script": ["echo '" + PLANTED_SOURCE.replace("\n", " ") + "' > plant.c",
+                             f"$CC -shared -o $PREFIX/lib/lib{name}.so plant.c -L$PREFIX/lib -Wl,--no-as-needed {links}"]},
+        "requirements": {"build": ["${{ compiler('c') }}", "${{ stdlib('c') }}"],
+                         "host": ["cuda-version ==" + CUDA, "cuda-cudart-dev", "libcublas"], "run": run},
+    }
+    folder = output / name
+    folder.mkdir(parents=True)
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    overrides = yaml.safe_load((channel / "standin-variants.yaml").read_text())
+    variants = {"c_compiler": ["gcc"], "c_stdlib": ["sysroot"], **overrides}
+    rendered = Stage0Recipe.from_file(folder / "recipe.yaml").render(
+        VariantConfig.from_yaml(yaml.safe_dump(variants)), RenderConfig(PlatformConfig(target_platform="linux-64")))[0]
+    lines: list[str] = []
+
+    class Log:
+        def on_log(self, event) -> None:
+            lines.append(event.message)
+
+        def on_build_step(self, event) -> None:
+            pass
+
+    try:
+        rendered.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=output / "out",
+                           channels=[channel.as_uri()], progress_callback=Log())
+    except Exception as exc:  # noqa: BLE001 - rattler-build's own error types
+        lines.append(f"BUILD FAILED: {exc}")
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_the_linking_check_credits_libcudart_to_its_file_and_catches_a_stray_link(standin, tmp_path):
+    """conda-forge's layout: lib/libcudart.so.13 (cuda-cudart) points at the file in cuda-cudart_linux-64,
+    and rattler-build credits the library to that file's package. With causal-conv1d's linking rules:
+    - today's run requirements without cuda-cudart_linux-64 fail (the overlinking the recipes had);
+    - with it, as the recipes now have it, libcudart passes;
+    - a library from a host package that is not a run requirement (libcublas) still fails."""
+    cudart_file = "cuda-cudart_${{ target_platform }}"
+    before = build_planted(standin, tmp_path, "before", [], "-lcudart")
+    assert "BUILD FAILED" in before and re.search(r"Overlinking against: targets/x86_64-linux/lib/libcudart\.so\.13\.", before), \
+        before[-3000:]
+    fixed = build_planted(standin, tmp_path, "fixed", [cudart_file], "-lcudart")
+    assert "BUILD FAILED" not in fixed, fixed[-3000:]
+    stray = build_planted(standin, tmp_path, "stray", [cudart_file], "-lcudart -l:libcublas.so.13")
+    assert "BUILD FAILED" in stray and re.search(r"Overlinking against: lib/libcublas\.so\.13", stray), stray[-3000:]
+    print(re.search(r".*Overlinking against: targets.*", before)[0])

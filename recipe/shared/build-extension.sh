@@ -98,14 +98,17 @@ if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
   # environment (another build, a test prefix) moves their ctime; ccache would take that for a
   # header edited mid-compile, compile again and store nothing. Their content and mtime still count.
   export CCACHE_SLOPPINESS=include_file_ctime
-  # torch's headers sit in the Python-versioned site-packages, and ccache hashes the path of every
-  # header it preprocesses. nvcc finds them first through a link whose path names no Python, so
-  # the CUDA sources (which never include Python.h) of variants that differ only in Python
-  # preprocess to the same text and share their objects. The C++ binding includes Python.h and is
-  # compiled per Python.
-  ln -sfn "${SP_DIR}/torch/include" "${build_root}/torch-include"
-  trap 'rm -f "${build_root}/torch-include"' EXIT
-  nvcc_command="ccache ${nvcc_command} -I${build_root}/torch-include -I${build_root}/torch-include/torch/csrc/api/include"
+  # conda-forge's libtorch installs torch's headers in $PREFIX/include, a path that names no Python,
+  # so the CUDA sources (which never include Python.h) of variants that differ only in Python
+  # preprocess to the same text and share their objects; the C++ binding includes Python.h and is
+  # compiled per Python. A pytorch that keeps them in the Python-versioned site-packages (PyPI's
+  # layout) is reached through a link whose path names no Python, for the same effect.
+  if [[ -d "${SP_DIR}/torch/include/torch" ]]; then
+    ln -sfn "${SP_DIR}/torch/include" "${build_root}/torch-include"
+    trap 'rm -f "${build_root}/torch-include"' EXIT
+    nvcc_command+=" -I${build_root}/torch-include -I${build_root}/torch-include/torch/csrc/api/include"
+  fi
+  nvcc_command="ccache ${nvcc_command}"
   # nvcc's own include path is absolute ($BUILD_PREFIX/bin/../targets/...), so __FILE__ in the CUDA
   # headers' asserts would name this build's directory and no two builds would share an object.
   # Mapped away through the environment, which ccache does not hash: the map's only effect is on
