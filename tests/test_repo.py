@@ -28,7 +28,7 @@ def test_pixi_test_environment_has_what_the_tests_need():
     for spec in PYPROJECT["project"]["optional-dependencies"]["test"]:
         name = Requirement(spec).name.lower()
         assert CONDA_NAMES.get(name, name) in test_deps, name
-    assert {"cuda-nvcc", "patch"} <= set(test_deps)  # the e2e stand-in's nvcc; the patch tests
+    assert {"cuda-nvcc", "patch"} <= set(test_deps)  # the tests that compile; the patch tests
     env = PIXI["feature"]["test"]["tasks"]["test-e2e"]["env"]
     assert env["CC1D_QUETZ"].endswith(".pixi/envs/quetz/bin/quetz")
     assert "quetz" in PIXI["feature"]["quetz"]["dependencies"]
@@ -71,3 +71,14 @@ def test_ci_runs_the_readme_test_command():
 def test_no_build_outputs_tracked():
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
     assert not re.search(r"\.(conda|whl|tar\.gz|tar\.bz2)$", tracked, re.M)
+
+
+def test_pixi_conda_build_solves_without_the_gpu_it_builds_for():
+    """conda-build's test environments need __cuda (pytorch) and a generation's __cuda_arch: the task
+    sets both overrides in front of each conda-build call, from its arguments."""
+    task = PIXI["feature"]["conda-build"]["tasks"]["conda-build"]
+    assert [a["arg"] for a in task["args"]] == ["variants", "cuda", "cuda_arch"]
+    calls = task["cmd"].split("&&")
+    assert len(calls) == 2
+    for call in calls:
+        assert call.split()[:3] == ["CONDA_OVERRIDE_CUDA={{ cuda }}", "CONDA_OVERRIDE_CUDA_ARCH={{ cuda_arch }}", "conda"]

@@ -122,7 +122,7 @@ def arch_list(value: str, cuda: str) -> str:
 def cuda_home() -> str:
     """The toolkit nvcc belongs to: $CUDA_HOME, else where nvcc itself says it lives.
 
-    nvcc on PATH may be a wrapper script (this workplace's /usr/local/bin/nvcc is one), so the
+    nvcc on PATH may be a wrapper script (a /usr/local/bin/nvcc that execs the toolkit's), so the
     folder above it need not hold the CUDA headers; nvcc's own _HERE_ (from --dryrun) does.
     """
     home = os.environ.get("CUDA_HOME")
