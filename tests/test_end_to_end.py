@@ -5,9 +5,10 @@ CUDA and newest pytorch minor / the running Python / the sm90 GPU generation aga
 stand-in channel (conda-forge's packages, checked against its record; no system CUDA toolkit in
 reach), with rattler-build's own solve, build environments, source fetch, patches, build script,
 nvcc compile, linking checks, test section and index, then installs the result with py-rattler
-into a fresh prefix and inspects it. The second builds the same variant for a second Python (another CPython with a shared libpython, found under
-~/.pyenv/versions or named by CAUSAL_CONV1D_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks
-that its CUDA objects came from that cache.
+into a fresh prefix and inspects it. The second builds the same variant for a second Python
+(another CPython with a shared libpython, found under ~/.pyenv/versions or named by
+CAUSAL_CONV1D_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks that its
+CUDA objects came from that cache.
 """
 
 import json

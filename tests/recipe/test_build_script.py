@@ -160,4 +160,21 @@ def test_compression_flag_is_on_the_cached_command_line(tmp_path):
     (tmp_path / "src").mkdir()
     command = pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
                               SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
-    assert command.startswith("ccache nvcc --compress-mode=size -I")
+    # conda-forge's libtorch: torch's headers in $PREFIX/include, whose path names no Python
+    assert command == "ccache nvcc --compress-mode=size"
+
+
+def test_headers_in_site_packages_are_reached_through_a_link_that_names_no_python(tmp_path):
+    """PyPI's layout (torch/include in the Python-versioned site-packages): nvcc finds the headers
+    first through a link beside the work directory, so Pythons share the CUDA objects."""
+    root = machine(tmp_path / "root", 64)
+    fake_ccache = tmp_path / "fake-bin"
+    fake_ccache.mkdir()
+    (fake_ccache / "ccache").write_text("#!/bin/sh\n")
+    (fake_ccache / "ccache").chmod(0o755)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "torch" / "include" / "torch").mkdir(parents=True)
+    command = pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
+                              SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
+    link = tmp_path / "torch-include"
+    assert command == f"ccache nvcc --compress-mode=size -I{link} -I{link}/torch/csrc/api/include"
