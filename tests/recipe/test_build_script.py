@@ -149,32 +149,29 @@ def test_fatbins_compressed_where_nvcc_can(tmp_path, nvcc_help, expected):
     assert pip_environment(tmp_path, root, nvcc_help=nvcc_help)["PYTORCH_NVCC"] == expected
 
 
-def test_compression_flag_is_on_the_cached_command_line(tmp_path):
-    """With the compiler cache the flag stays on the command line ccache hashes: objects built
-    without compression are never reused for a compressed build."""
+def cached_nvcc_command(tmp_path: Path) -> str:
+    """PYTORCH_NVCC as the build script sets it with the compiler cache on (a fake ccache on PATH)."""
     root = machine(tmp_path / "root", 64)
     fake_ccache = tmp_path / "fake-bin"
     fake_ccache.mkdir()
     (fake_ccache / "ccache").write_text("#!/bin/sh\n")
     (fake_ccache / "ccache").chmod(0o755)
-    (tmp_path / "src").mkdir()
-    command = pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
-                              SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
-    # conda-forge's libtorch: torch's headers in $PREFIX/include, whose path names no Python
-    assert command == "ccache nvcc --compress-mode=size"
+    (tmp_path / "src").mkdir(exist_ok=True)
+    return pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
+                           SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
+
+
+def test_compression_flag_is_on_the_cached_command_line(tmp_path):
+    """With the compiler cache the flag stays on the command line ccache hashes: objects built
+    without compression are never reused for a compressed build. conda-forge's libtorch has torch's
+    headers in $PREFIX/include, whose path names no Python: nothing more on the line."""
+    assert cached_nvcc_command(tmp_path) == "ccache nvcc --compress-mode=size"
 
 
 def test_headers_in_site_packages_are_reached_through_a_link_that_names_no_python(tmp_path):
     """PyPI's layout (torch/include in the Python-versioned site-packages): nvcc finds the headers
     first through a link beside the work directory, so Pythons share the CUDA objects."""
-    root = machine(tmp_path / "root", 64)
-    fake_ccache = tmp_path / "fake-bin"
-    fake_ccache.mkdir()
-    (fake_ccache / "ccache").write_text("#!/bin/sh\n")
-    (fake_ccache / "ccache").chmod(0o755)
-    (tmp_path / "src").mkdir()
     (tmp_path / "torch" / "include" / "torch").mkdir(parents=True)
-    command = pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
-                              SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
+    command = cached_nvcc_command(tmp_path)
     link = tmp_path / "torch-include"
     assert command == f"ccache nvcc --compress-mode=size -I{link} -I{link}/torch/csrc/api/include"
