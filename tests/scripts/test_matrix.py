@@ -156,7 +156,7 @@ def test_arch_is_part_of_the_hash():
     [
         (Selection(cuda="11.8"), "unknown CUDA version '11.8'; accepted: 12.9, 13.0"),
         (Selection(python="3"), "unknown Python version '3'; accepted: 3.10, 3.11, 3.12, 3.13, 3.14"),
-        (Selection(torch="latest"), "unknown pytorch version 'latest'; accepted: 2.12, 2.13"),
+        (Selection(torch="latest"), "unknown pytorch version 'latest'; accepted: 2.10, 2.11, 2.12, 2.13"),
         (Selection(cuda="13.0", arch="10.3"), "unknown architecture '10.3' for CUDA 13.0"),
         (Selection(cuda="13.0", arch="sm_90"), "unknown architecture 'sm_90' for CUDA 13.0"),
         (Selection(cuda="13.0", generations=("sm100",)),
