@@ -238,6 +238,8 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
 
     # The linking check ran with overlinking as an error, and passed.
     assert "Overlinking" not in log and "overlinking" not in log.lower().replace("overlinking_behavior", "")
+    # nothing in the build named the usual system toolkit's folder (none was on PATH or CUDA_HOME)
+    assert "/usr/local/cuda" not in log
 
     # The test section ran after the build, without a GPU: the arch check found exactly sm_90 (+PTX),
     # and every GPU test was skipped with the reason said.
