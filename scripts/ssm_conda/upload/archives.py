@@ -10,20 +10,27 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rattler.package import IndexJson
 
 from ssm_conda.channels import find_packages
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import Selection, select
+from ssm_conda.matrix import Selection, plan
+from ssm_conda.paths import PACKAGES
 from ssm_conda.sources import sha256_of
 from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.served import repodata_filenames
 
-# cuda130_py312_torch213_h<hash>_0 (recipe/causal-conv1d/recipe.yaml, build.string)
-BUILD_STRING_RE = re.compile(r"(?P<variant>cuda(?P<cuda>\d+)_py(?P<python>\d+)_torch(?P<torch>\d+))_h[0-9a-f]+_\d+")
+# rattler-build's hash and build number at the end of a build string (the recipes' build.string)
+HASH_SUFFIX_RE = re.compile(r"_h[0-9a-f]+_\d+$")
+
+
+def without_hash(build: str) -> str:
+    """cuda130_py312_torch213_sm90 of cuda130_py312_torch213_sm90_h1a2b3c4_0. The hash covers the
+    variant keys a build used (a stand-in channel's compilers too), so selection leaves it out."""
+    return HASH_SUFFIX_RE.sub("", build)
 
 
 @dataclass
@@ -39,15 +46,15 @@ class LocalPackage:
         return self.path.name
 
     @property
-    def build_match(self) -> re.Match[str] | None:
-        """The build string taken from the file name (the pre-check holds it to index.json's)."""
+    def name_and_build(self) -> tuple[str, str]:
+        """Name and build string taken from the file name (the pre-check holds them to index.json's)."""
         parts = self.filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
-        return BUILD_STRING_RE.fullmatch(parts[-1]) if len(parts) == 3 else None
+        return (parts[0], parts[-1]) if len(parts) == 3 else (self.filename, "")
 
     @property
     def variant(self) -> str:
-        """cuda130_py312_torch213 for our packages, '-' for anything else."""
-        return self.build_match["variant"] if self.build_match else "-"
+        """cuda130_py312_torch213_sm90 for our packages: the build string without its hash."""
+        return without_hash(self.name_and_build[1]) or "-"
 
 
 def local_packages(output_dir: Path) -> list[LocalPackage]:
@@ -60,12 +67,12 @@ def local_packages(output_dir: Path) -> list[LocalPackage]:
 
 
 def filter_packages(packages: list[LocalPackage], selection: Selection) -> list[LocalPackage]:
-    """Keep the packages whose build string matches the selectors (validated against variants/)."""
-    wanted = {k: v.replace(".", "") for k in ("cuda", "python", "torch") if (v := getattr(selection, k)) is not None}
-    if not wanted:
+    """Keep the packages that are variants the selectors choose: their name and build string (less
+    the hash) as rattler-build renders the recipes for that selection (values checked against variants/)."""
+    if (selection.cuda, selection.python, selection.torch) == (None, None, None):
         return packages
-    select(selection)  # raises UsageError for values variants/ does not accept
-    return [p for p in packages if p.build_match and all(p.build_match[k] == v for k, v in wanted.items())]
+    wanted = {(v.package, without_hash(v.build_string)) for v in plan(replace(selection, packages=PACKAGES))}
+    return [p for p in packages if (p.name_and_build[0], without_hash(p.name_and_build[1])) in wanted]
 
 
 def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage]:

@@ -12,10 +12,12 @@ from unittest import mock
 import pytest
 import rattler_build
 from ssm_conda import cli
+from ssm_conda.matrix import Selection, plan
 from ssm_conda.sources import sha256_of
 from ssm_conda.upload import targets
 
-VARIANTS = [("130", "312", "213"), ("129", "312", "213"), ("130", "311", "212")]
+# (cuda, python, torch, GPU generation) of the fake packages, named exactly as the recipes name them
+VARIANTS = [("13.0", "3.12", "2.13", "all"), ("12.9", "3.12", "2.13", "all"), ("13.0", "3.11", "2.12", "sm90")]
 CREDENTIAL_ENV = ("PREFIX_API_KEY", "ANACONDA_API_KEY", "QUETZ_API_KEY", "ARTIFACTORY_TOKEN", "RATTLER_AUTH_FILE",
                   "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
                   "ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
@@ -23,8 +25,14 @@ UPLOAD_FUNCTIONS = ("upload_package_to_prefix", "upload_package_to_anaconda", "u
                     "upload_package_to_quetz")
 
 
-def build_fake(recipe_root: Path, out: Path, cuda: str, py: str, torch: str) -> Path:
-    """A tiny real package named like ours, with the recipe's build-string scheme."""
+def recipe_name(cuda: str, python: str, torch: str, generation: str, package: str = "causal-conv1d") -> tuple[str, str]:
+    """(name, build string) of one variant of a recipe, as rattler-build renders it."""
+    (variant,) = plan(Selection(cuda=cuda, python=python, torch=torch, generations=(generation,), packages=(package,)))
+    return variant.package, variant.build_string
+
+
+def build_fake(recipe_root: Path, out: Path, name: str, build: str) -> Path:
+    """A tiny real package with a name and build string of ours."""
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     empty = recipe_root / "empty" / "noarch"
@@ -32,16 +40,16 @@ def build_fake(recipe_root: Path, out: Path, cuda: str, py: str, torch: str) -> 
     (empty / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
     recipe = f"""
 package:
-  name: causal-conv1d
+  name: {name}
   version: "1.7.0"
 build:
   number: 0
   noarch: generic
-  string: cuda{cuda}_py{py}_torch{torch}_h${{{{ hash }}}}_0
+  string: {build}
   script:
-    - mkdir -p $PREFIX/share/fake && echo {cuda}{py}{torch} > $PREFIX/share/fake/id.txt
+    - mkdir -p $PREFIX/share/fake && echo {build} > $PREFIX/share/fake/id.txt
 """
-    stage0 = Stage0Recipe.from_yaml(recipe, recipe_dir=recipe_root / f"r{cuda}{py}{torch}")
+    stage0 = Stage0Recipe.from_yaml(recipe, recipe_dir=recipe_root / f"r-{build}")
     result = stage0.run_build(VariantConfig(), ToolConfiguration(), output_dir=out,
                               channels=[empty.parent.as_uri()], no_build_id=True)
     return Path(result[0].packages[0])
@@ -50,7 +58,7 @@ build:
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> list[Path]:
     root = tmp_path_factory.mktemp("fakes")
-    return [build_fake(root, root / "out", *v) for v in VARIANTS]
+    return [build_fake(root, root / "out", *recipe_name(*v)) for v in VARIANTS]
 
 
 @pytest.fixture

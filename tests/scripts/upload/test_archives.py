@@ -9,6 +9,9 @@ from ssm_conda.upload import archives
 
 
 def test_selectors_match_the_build_string(channel):
+    """Packages named as the recipes name them today (the GPU generation in the build string): the
+    selectors choose what rattler-build renders for them. Before, a regex without the generation
+    matched no package, and --cuda/--python/--torch uploaded nothing."""
     packages = archives.local_packages(channel)
     for pkg in packages:
         archives.check_package(pkg, {})
@@ -16,10 +19,11 @@ def test_selectors_match_the_build_string(channel):
     def names(**kw):
         return sorted(p.variant for p in archives.filter_packages(packages, Selection(**kw)))
 
-    assert names() == ["cuda129_py312_torch213", "cuda130_py311_torch212", "cuda130_py312_torch213"]
-    assert names(cuda="13.0") == ["cuda130_py311_torch212", "cuda130_py312_torch213"]
-    assert names(cuda="13.0", python="3.12") == ["cuda130_py312_torch213"]
-    assert names(torch="2.12") == ["cuda130_py311_torch212"]
+    everything = ["cuda129_py312_torch213_all", "cuda130_py311_torch212_sm90", "cuda130_py312_torch213_all"]
+    assert names() == everything
+    assert names(cuda="13.0") == everything[1:]
+    assert names(cuda="13.0", python="3.12") == ["cuda130_py312_torch213_all"]
+    assert names(torch="2.12") == ["cuda130_py311_torch212_sm90"]
     assert names(python="3.10") == []
 
 
