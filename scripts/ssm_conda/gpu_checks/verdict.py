@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-# Printed by recipe/causal-conv1d/tests/conftest.py at the end of a pytest run whose GPU tests did not run.
-SKIP_MARKER = "causal-conv1d GPU tests skipped:"
-REQUIRED_MARKER = "causal-conv1d GPU required but unusable:"
+# What every package's test section prints (recipe/shared/tests/gpu_gate.py, Gate.skip_marker and
+# Gate.required_marker) at the end of a pytest run whose GPU tests did not run: "<package> GPU tests
+# skipped: <why>", or "<package> GPU required but unusable: <why>".
+GPU_TESTS_NOT_RUN = re.compile(r"\S+ GPU (?:tests skipped|required but unusable):")
 PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")
 
 
@@ -24,7 +25,7 @@ def summarize_output(lines: Sequence[str]) -> str:
 def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool, str]:
     """Pass/fail of one test from rattler-build's verdict and, when a GPU is required, its output."""
     summary = summarize_output(lines)
-    skipped = next((ln.strip() for ln in lines if SKIP_MARKER in ln or REQUIRED_MARKER in ln), "")
+    skipped = next((ln.strip() for ln in lines if GPU_TESTS_NOT_RUN.search(ln)), "")
     if not success:
         return False, summary or "failed (see the log)"
     if require_gpu and skipped:

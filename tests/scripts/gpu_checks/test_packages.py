@@ -10,6 +10,11 @@ import pytest
 from ssm_conda.gpu_checks import packages as gpu_test
 from ssm_conda.gpu_checks import verdict
 from ssm_conda.machine import detect_compute_capabilities
+from ssm_conda.paths import PACKAGES
+
+from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
+
+gpu_gate = load_recipe_module("gpu_gate", SHARED_TESTS)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +78,17 @@ def test_judge():
     assert not ok and detail.startswith("causal-conv1d GPU tests skipped:")
     assert verdict.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
     assert verdict.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("marker", ["skip_marker", "required_marker"])
+def test_a_gpu_run_that_did_not_run_is_seen_for_every_package(package, marker):
+    """The markers the packages' test sections print (their shared gate's): mamba-ssm's skipped GPU
+    tests passed for a GPU run before, as only causal-conv1d's marker was known."""
+    line = f"{getattr(gpu_gate.Gate(package), marker)} no NVIDIA driver on this machine"
+    ok, detail = verdict.judge(True, [line, PYTEST_TAIL[1]], require_gpu=True)
+    assert (ok, detail) == (False, line)
+    assert verdict.judge(True, [line, PYTEST_TAIL[1]], require_gpu=False)[0]
 
 
 def test_lower_bounds_stand_in_for_the_driver_and_the_gpu():
