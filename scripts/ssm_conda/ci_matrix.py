@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.matrix import VariantFile, load_variant_files
-from ssm_conda.paths import VARIANTS_DIR
+from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
 
 def matrix_entry(vfile: VariantFile) -> dict[str, object]:
@@ -24,7 +24,9 @@ def matrix_entry(vfile: VariantFile) -> dict[str, object]:
         "file": vfile.display_path,
         "cuda": vfile.cuda,
         "cuda_major": vfile.cuda.split(".")[0],
-        "variants": len(vfile.pythons) * len(vfile.torches),
+        # per package: one per Python, pytorch minor and GPU generation
+        "variants": len(vfile.pythons) * len(vfile.torches) * len(vfile.generations),
+        "packages": len(vfile.pythons) * len(vfile.torches) * len(vfile.generations) * len(PACKAGES),
     }
 
 
