@@ -43,7 +43,7 @@ def exit_without_finalizing(status: int) -> None:
     """End a CLI that ran py-rattler or py-rattler-build: flush, then leave without finalizing.
 
     Their Rust worker threads can outlive the work and touch Python while the interpreter
-    finalizes: build.py saw "PyGILState_Release" aborts (exit -6), and offline_channel.py once
+    finalizes: build.py saw "PyGILState_Release" aborts (exit -6), and the stand-in's builder once
     died with SIGSEGV in CI, both after a finished, reported run. Everything is written by now.
     """
     sys.stdout.flush()

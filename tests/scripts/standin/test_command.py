@@ -41,7 +41,7 @@ def test_missing_torch_wheel(tmp_path, capsys):
 
 @needs_shared_python
 def test_wheels_are_looked_for_in_the_cache_and_the_wheel_dirs_only(tmp_path, cache, capsys):
-    """Regression: the default list named /opt/pypi-more/files, a folder of the machine this was written on."""
+    """Regression: the default list named a folder that only one machine had."""
     code, err = run(["--dir", str(tmp_path / "c"), "--offline"], capsys)
     assert code == 2 and err == f"error: no torch wheel (a CUDA build) for {PY_TAG} in {cache / 'wheels'}; " \
                                 "pass --torch-wheel or --torch-installed\n"

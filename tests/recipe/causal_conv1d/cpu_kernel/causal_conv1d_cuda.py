@@ -1,6 +1,6 @@
 """A pure-torch CPU stand-in for the compiled `causal_conv1d_cuda` extension, for testing the tests.
 
-recipe/tests/test_kernels.py compares the CUDA kernels with upstream's references. No GPU is
+recipe/causal-conv1d/tests/test_kernels.py compares the CUDA kernels with upstream's references. No GPU is
 here, so tests/recipe/test_kernels_dry_run.py runs that file on the CPU with this module in
 place of the extension, beneath upstream's real Python interface (causal_conv1d/*.py from the
 sdist). It has the C++ entry points' signatures and semantics (write into the given outputs,

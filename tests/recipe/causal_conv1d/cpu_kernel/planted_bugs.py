@@ -1,4 +1,4 @@
-"""pytest plugin (-p planted_bugs): run recipe/tests/test_kernels.py once per planted bug, in one process.
+"""pytest plugin (-p planted_bugs): run recipe/causal-conv1d/tests/test_kernels.py once per planted bug, in one process.
 
 CAUSAL_CONV1D_CPU_KERNEL_BUGS=none,flipped_weight,... parametrizes every kernel test over those
 bugs of the CPU stand-in (ids `bug=<name>`); "none" is the correct stand-in, run on every case.
