@@ -49,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torch-wheel", help="torch wheel to repack (default: the newest fitting one found)")
     parser.add_argument("--torch-installed", metavar="SITE_PACKAGES",
                         help="repack the torch installed in this site-packages instead of a wheel")
-    parser.add_argument("--torch", help="torch minor to pick from the wheels found, e.g. 2.14")
+    parser.add_argument("--torch", help="torch minor to pick from the wheels found, e.g. 2.13")
     parser.add_argument("--cuda", help="CUDA X.Y of the toolkit packages, from NVIDIA's wheels "
                                        "(default: the one torch was built for)")
     parser.add_argument("--cc", help="host gcc to wrap (default: the newest /usr/bin/gcc-N)")
