@@ -104,11 +104,11 @@ def standin(python_b) -> Path:
     # CAUSAL_CONV1D_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
     # so the stand-in is repacked from them instead of downloading about 1 GB from PyPI.
     wheel_dirs = [d for d in os.environ.get("CAUSAL_CONV1D_WHEEL_DIRS", "").split(os.pathsep) if d]
-    standin_command = (sys.executable, "-m", "ssm_conda", "standin", "--dir", str(channel),
+    standin_command = (sys.executable, "-m", "ssm_conda.dev", "standin", "--dir", str(channel),
                        *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
     run(*standin_command, "--torch", TORCH, env=without_system_cuda())
     run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH, env=without_system_cuda())
-    # `ssm-conda standin` checks its packages against conda-forge's record; so does this test
+    # `ssm-conda-dev standin` checks its packages against conda-forge's record; so does this test
     assert check_channel(channel) == []
     return channel
 

@@ -33,7 +33,7 @@ from ssm_conda.matrix import PlannedVariant, Selection, plan
 from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
-# zstd level 19, conda-forge's, not rattler-build's default 15: measured with `ssm-conda bench-zstd`
+# zstd level 19, conda-forge's, not rattler-build's default 15: measured with `ssm-conda-dev bench-zstd`
 # on causal-conv1d's sm90 package, 1.5% smaller for 4 s more per package (level 22 buys nothing more).
 PACKAGE_FORMAT = "conda:19"
 CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)

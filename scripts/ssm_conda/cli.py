@@ -1,8 +1,9 @@
-"""ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d).
+"""ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d, mamba-ssm).
 
-Every subcommand takes -v/--verbose, before or after its name; `ssm-conda COMMAND --help` says
-what it does and what it accepts. Bad input is one line on stderr naming the value and what is
-accepted, with exit status 2, and nothing is written.
+The tools for developing this project (the offline stand-in channel, the build and zstd benchmarks)
+are `ssm-conda-dev` (`python -m ssm_conda.dev`). Every subcommand takes -v/--verbose, before or
+after its name; `ssm-conda COMMAND --help` says what it does and what it accepts. Bad input is one
+line on stderr naming the value and what is accepted, with exit status 2, and nothing is written.
 """
 
 from __future__ import annotations
@@ -34,19 +35,22 @@ COMMANDS = (
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
-    Command("standin", "ssm_conda.standin.command", "build the offline stand-in channel (conda-forge names, this "
-            "machine's binaries) for machines without conda-forge"),
     Command("gpu-test", "ssm_conda.gpu_checks.packages", "re-run built packages' test sections on this "
             "machine's GPU (rattler-build test)"),
     Command("gpu-wheel", "ssm_conda.gpu_checks.wheel", "on a GPU machine without conda: build a pip wheel "
             "from the patched sdist, run the package tests and the kernel benchmark"),
     Command("bench-kernels", "ssm_conda.benchmarks.kernels", "time the kernels against the reference and a "
             "device-to-device copy (GPU needed)"),
+    Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions job matrix, one job per file in variants/"),
+)
+# ssm-conda-dev: what developing this project needs, apart from what a channel maintainer runs
+DEV_COMMANDS = (
+    Command("standin", "ssm_conda.standin.command", "build the offline stand-in channel (conda-forge names, this "
+            "machine's binaries) for machines without conda-forge"),
     Command("bench-build", "ssm_conda.benchmarks.build_times", "time real builds: the compiler cache across "
             "Pythons, all architectures against one"),
     Command("bench-zstd", "ssm_conda.benchmarks.package_compression", "re-pack built packages at several zstd "
             "levels: what a higher level buys in size, against its time"),
-    Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions job matrix, one job per file in variants/"),
 )
 
 
@@ -62,15 +66,17 @@ def _verbose(parser: argparse.ArgumentParser, default: object) -> None:
                         help="more output (full logs, every step)")
 
 
-def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The whole command line; only the module of the subcommand named in argv is imported (a GPU
     machine running `gpu-wheel` from a checkout has no rattler-build, and startup stays quick)."""
-    parser = ArgumentParser(prog="ssm-conda", description=__doc__,
+    dev = commands is DEV_COMMANDS
+    parser = ArgumentParser(prog="ssm-conda-dev" if dev else "ssm-conda",
+                            description="ssm-conda-dev: the tools for developing causal-conv1d-conda." if dev else __doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     _verbose(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    wanted = next((a for a in argv if any(c.name == a for c in COMMANDS)), None)
-    for command in COMMANDS:
+    wanted = next((a for a in argv if any(c.name == a for c in commands)), None)
+    for command in commands:
         child = sub.add_parser(command.name, help=command.help,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         # SUPPRESS: a -v given before the command name is not reset by the subcommand's default
@@ -83,25 +89,34 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None, commands: Sequence[Command] = COMMANDS) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
-    return build_parser(argv).parse_args(argv)
+    return build_parser(argv, commands).parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = COMMANDS) -> int:
     """Parse and run one subcommand; returns the exit status (tests call this)."""
 
     def dispatch(args: Sequence[str] | None) -> int:
-        parsed = parse_args(args)
+        parsed = parse_args(args, commands)
         command: Command = parsed._command
         return getattr(importlib.import_module(command.module), command.run)(parsed)
 
     return run_cli(dispatch, argv)
 
 
+def dev_main(argv: Sequence[str] | None = None) -> int:
+    """ssm-conda-dev: the development tools, parsed and run as ssm-conda's commands are."""
+    return main(argv, DEV_COMMANDS)
+
+
 def entry() -> None:
     """The console script: py-rattler's threads must not see the interpreter finalize."""
     exit_without_finalizing(main(sys.argv[1:]))
+
+
+def dev_entry() -> None:
+    exit_without_finalizing(dev_main(sys.argv[1:]))
 
 
 def subcommand(*args: str) -> tuple[list[str], dict[str, str]]:

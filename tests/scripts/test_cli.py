@@ -9,19 +9,30 @@ import pytest
 from ssm_conda import cli
 
 
-def test_every_subcommand_has_help_text_and_a_description(capsys):
+@pytest.mark.parametrize(("prog", "commands"), [("ssm-conda", cli.COMMANDS), ("ssm-conda-dev", cli.DEV_COMMANDS)])
+def test_every_subcommand_has_help_text_and_a_description(capsys, prog, commands):
     with pytest.raises(SystemExit) as exit_info:
-        cli.parse_args(["--help"])
+        cli.parse_args(["--help"], commands)
     assert exit_info.value.code == 0
     top = capsys.readouterr().out
-    for command in cli.COMMANDS:
+    for command in commands:
         assert command.name in top and command.help.split()[0] in top
         with pytest.raises(SystemExit):
-            cli.parse_args([command.name, "--help"])
+            cli.parse_args([command.name, "--help"], commands)
         text = capsys.readouterr().out
-        assert text.startswith(f"usage: ssm-conda {command.name}"), text[:200]
+        assert text.startswith(f"usage: {prog} {command.name}"), text[:200]
         assert "-v, --verbose" in text
         assert len(text.splitlines()) > 5, text  # a description, not a bare usage line
+
+
+def test_a_channel_maintainers_commands_apart_from_the_development_tools(capsys):
+    """ssm-conda lists what a user runs; the stand-in and the build benchmarks are ssm-conda-dev's."""
+    user, dev = {c.name for c in cli.COMMANDS}, {c.name for c in cli.DEV_COMMANDS}
+    assert {"plan", "build", "doctor", "upload", "gpu-test", "ci-matrix"} <= user
+    assert dev == {"standin", "bench-build", "bench-zstd"} and not user & dev
+    assert cli.main(["standin"]) == 2
+    assert "invalid choice: 'standin'" in capsys.readouterr().err
+    assert cli.dev_main(["plan"]) == 2
 
 
 @pytest.mark.parametrize("argv", [["-v", "plan"], ["plan", "-v"], ["plan", "--verbose"]])

@@ -1,10 +1,10 @@
 """Build-time and size benchmarks. Real builds of one package (--package) through ssm-conda build.
 
-    ssm-conda bench-build cache --channel URL        # cold variant A, then B (other Python) warm
-    ssm-conda bench-build archs --channel URL        # the all-architecture package vs one architecture
-    ssm-conda bench-build generations --channel URL  # every GPU generation's package vs all-architecture
-    ssm-conda bench-build lineinfo --channel URL     # with nvcc's line tables vs without (--generation)
-    ssm-conda bench-build generations lineinfo --channel URL --keep-dir figures/  # both, in one run
+    ssm-conda-dev bench-build cache --channel URL        # cold variant A, then B (other Python) warm
+    ssm-conda-dev bench-build archs --channel URL        # the all-architecture package vs one architecture
+    ssm-conda-dev bench-build generations --channel URL  # every GPU generation's package vs all-architecture
+    ssm-conda-dev bench-build lineinfo --channel URL     # with nvcc's line tables vs without (--generation)
+    ssm-conda-dev bench-build generations lineinfo --channel URL --keep-dir figures/  # both, in one run
 
 `cache` gives the compiler cache a fresh directory, builds variant A (cold), then variant B, which
 differs only in Python (warm: the CUDA objects come from the cache), then A again in a fresh build

@@ -1,6 +1,6 @@
 """What a higher zstd level buys: built packages re-packed at several levels, size against time.
 
-    ssm-conda bench-zstd output/linux-64/causal-conv1d-*.conda [--levels 15 19 22] [--threads N]
+    ssm-conda-dev bench-zstd output/linux-64/causal-conv1d-*.conda [--levels 15 19 22] [--threads N]
 
 Each package's files are packed again by rattler's own writer (py-rattler-build's
 assemble_package, the code rattler-build packages with) at each level, timed, and the sizes put

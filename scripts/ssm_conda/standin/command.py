@@ -9,8 +9,8 @@ tell the truth: where they differ from what a variant file asks for (gcc, glibc)
 gets standin-variants.yaml, which `ssm-conda build` merges over the variant file. Every package is
 then checked against conda-forge's record (conda_forge.yaml, standin/fidelity.py).
 
-    ssm-conda standin                                          # ~/.cache/causal-conv1d-conda/standin
-    ssm-conda standin --python-prefix ~/.pyenv/versions/3.12.1   # add Python 3.12's packages
+    ssm-conda-dev standin                                          # ~/.cache/causal-conv1d-conda/standin
+    ssm-conda-dev standin --python-prefix ~/.pyenv/versions/3.12.1   # add Python 3.12's packages
 
 Wheels are looked for in the cache's wheels/ folder and every --wheel-dir; missing ones are
 downloaded into the cache from PyPI (torch: about 550 MB) unless --offline. Re-running reuses

@@ -1,7 +1,7 @@
 """The stand-in channel against conda-forge: each package the record (conda_forge.yaml) names, as
 built, has conda-forge's noarch kind, build, files, depends, constrains and run_exports.
 
-`ssm-conda standin` runs this after every build and fails on a difference; the tests run it on
+`ssm-conda-dev standin` runs this after every build and fails on a difference; the tests run it on
 channels with a planted difference. What conda-forge has that the stand-in cannot reproduce is
 listed in the record (standin_lacks), with the reason.
 """

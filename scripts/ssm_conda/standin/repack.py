@@ -121,7 +121,7 @@ def variant_overrides(m: Machine) -> dict[str, list[str]]:
 def write_variants_file(channel: Path, m: Machine) -> Path:
     path = channel / VARIANTS_FILE_NAME
     header = (
-        "# Written by `ssm-conda standin`: this stand-in channel's compilers and glibc are the\n"
+        "# Written by `ssm-conda-dev standin`: this stand-in channel's compilers and glibc are the\n"
         f"# machine's (gcc {m.gcc_version}, glibc {m.glibc_version}), not conda-forge's. Merge over the variant\n"
         f"# file when building against it. It holds python {', '.join(reuse.channel_pythons(channel))}, "
         f"pytorch {m.torch_version}\n# (CUDA {m.cuda_mm}) only.\n"

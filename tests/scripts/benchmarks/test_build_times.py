@@ -1,4 +1,4 @@
-"""ssm-conda bench-build: bad input fails before any build starts (the benchmark itself is real builds)."""
+"""ssm-conda-dev bench-build: bad input fails before any build starts (the benchmark itself is real builds)."""
 
 import argparse
 import subprocess
@@ -18,7 +18,8 @@ import pytest
         (["generations", "--channel", "conda-forge", "--cuda", "12.9"],
          "error: --cuda 12.9: its variant file does not split by GPU generation"),
         (["generations", "--channel", "conda-forge", "--baseline-mb", "0"], "error: --baseline-mb 0.0: give the size"),
-        (["cache", "--channel", "conda-forge", "--package", "flash-attn"], "error: ssm-conda bench-build: argument --package"),
+        (["cache", "--channel", "conda-forge", "--package", "flash-attn"],
+         "error: ssm-conda-dev bench-build: argument --package"),
         (["lineinfo", "--channel", "conda-forge", "--generation", "sm100"],
          "error: --generation 'sm100': accepted for CUDA 13.0: all, sm8x, sm90, sm10x, sm12x"),
         (["generations", "lineinfo", "--channel", "conda-forge", "--cuda", "12.9"],
@@ -29,7 +30,7 @@ import pytest
     ],
 )
 def test_bad_input_exits_2_before_building(args, message):
-    result = subprocess.run([sys.executable, "-m", "ssm_conda", "bench-build", *args],
+    result = subprocess.run([sys.executable, "-m", "ssm_conda.dev", "bench-build", *args],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith(message), result.stderr

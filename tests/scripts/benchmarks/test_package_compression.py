@@ -1,4 +1,4 @@
-"""ssm-conda bench-zstd: a package re-packed by rattler's writer at each level; bad input exits 2."""
+"""ssm-conda-dev bench-zstd: a package re-packed by rattler's writer at each level; bad input exits 2."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import pytest
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ssm_conda", "bench-zstd", *args],
+    return subprocess.run([sys.executable, "-m", "ssm_conda.dev", "bench-zstd", *args],
                           capture_output=True, text=True, timeout=300)
 
 

@@ -1,4 +1,4 @@
-"""`ssm-conda standin`: bad input is one line and writes nothing; the wheel folders; the summary."""
+"""`ssm-conda-dev standin`: bad input is one line and writes nothing; the wheel folders; the summary."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def run(argv: list[str], capsys) -> tuple[int, str]:
-    code = cli.main(["standin", *argv])
+    code = cli.dev_main(["standin", *argv])
     return code, capsys.readouterr().err
 
 
@@ -97,7 +97,7 @@ def test_python_without_shared_lib(tmp_path, capsys):
     (["--rebuild", "pytorch,nmupy"], "error: --rebuild: unknown package nmupy; accepted: "),
     (["--wheel-dir", "/no/such/folder"], "error: --wheel-dir /no/such/folder: no such folder\n"),
     (["--threads", "0"], "error: --threads 0: must be at least 1\n"),
-    (["--output", "x"], "error: ssm-conda: unrecognized arguments: --output x\n"),
+    (["--output", "x"], "error: ssm-conda-dev: unrecognized arguments: --output x\n"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):
     code, err = run(["--dir", str(tmp_path / "c"), *argv], capsys)
@@ -106,7 +106,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, messag
 
 
 def test_default_dir_is_in_the_cache(cache):
-    args = cli.parse_args(["standin"])
+    args = cli.parse_args(["standin"], cli.DEV_COMMANDS)
     assert args.dir is None and command.default_dir() == cache / "standin" and args.wheel_dir == []
 
 
@@ -114,7 +114,7 @@ def test_default_dir_is_in_the_cache(cache):
 def test_cli_runs_as_a_module(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
-        [sys.executable, "-m", "ssm_conda", "standin", "--dir", str(tmp_path / "c"), "--threads", "0"],
+        [sys.executable, "-m", "ssm_conda.dev", "standin", "--dir", str(tmp_path / "c"), "--threads", "0"],
         capture_output=True, text=True, cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert result.stderr == "error: --threads 0: must be at least 1\n"
@@ -133,7 +133,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {"python_abi": fidelity.load_record()["python_abi"]}
     monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
-    assert cli.main(["standin", "--offline"]) == 0
+    assert cli.dev_main(["standin", "--offline"]) == 0
     out = capsys.readouterr().out
     channel = cache / "standin"
     assert seen == {"dirs": [cache / "wheels"], "download_dir": cache / "wheels"}
@@ -152,7 +152,7 @@ def test_a_channel_that_drifts_from_conda_forge_fails(fake_machine, cache, monke
     monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {name: fidelity.load_record()[name] for name in ("python_abi", "cuda-version")}
     monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
-    assert cli.main(["standin", "--offline"]) == 1
+    assert cli.dev_main(["standin", "--offline"]) == 1
     captured = capsys.readouterr()
     assert "cuda-version: the channel has no such package" in captured.out
     assert "differs from conda-forge's packages in 1 places" in captured.err
