@@ -31,6 +31,7 @@ from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.matrix import PlannedVariant, Selection, plan
 from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
+from ssm_conda.selection import add_selector_arguments, selection_from_args
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 # zstd level 19, conda-forge's, not rattler-build's default 15: measured with `ssm-conda-dev bench-zstd`
@@ -42,33 +43,6 @@ CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
 # "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)" (the build script's stderr, such
 # as a `set -x` trace, can land between the two).
 CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s*Hits:\s+(\d+)")
-
-
-def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
-    """--package/--cuda/--python/--torch/--arch, shared by every CLI that selects variants."""
-    parser.add_argument("--package", action="append", choices=PACKAGES,
-                        help="build this package (repeatable; default: all, in build order) and what it needs "
-                        "that the output channel lacks")
-    parser.add_argument("--cuda", help="CUDA version of a file in variants/ (e.g. 13.0)")
-    parser.add_argument("--python", help="Python X.Y (default: every one in variants/)")
-    parser.add_argument("--torch", help="pytorch minor X.Y (default: every one in variants/)")
-    parser.add_argument(
-        "--generation", action="append",
-        help="GPU generation from the variant file (repeatable; default: every one it lists): "
-        "all (the all-architecture package) or one of its per-generation packages, e.g. sm90",
-    )
-    parser.add_argument(
-        "--arch",
-        help='GPU architectures instead of the variant file\'s: native (the GPUs here) or a list such as "8.0;9.0+PTX"; '
-        "the package installs only where the oldest GPU has the major architecture of its lowest entry",
-    )
-
-
-def selection_from_args(args: argparse.Namespace) -> Selection:
-    packages = tuple(p for p in PACKAGES if p in (args.package or PACKAGES))
-    generations = tuple(dict.fromkeys(args.generation)) if args.generation else None
-    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch,
-                     generations=generations, packages=packages)
 
 
 def with_needs(selection: Selection) -> Selection:
@@ -85,7 +59,8 @@ def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str],
 
 
 def configure_plan(parser: argparse.ArgumentParser) -> None:
-    add_selector_arguments(parser)
+    add_selector_arguments(parser, "build this package (repeatable; default: all, in build order) and what it needs "
+                           "that the output channel lacks")
     add_channel_argument(parser)
     parser.add_argument(
         "--line-info", action="store_true",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssm_conda.console import UsageError, exit_without_finalizing, run_cli
+from ssm_conda.console import ArgumentParser, exit_without_finalizing, run_cli
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,6 @@ DEV_COMMANDS = (
     Command("bench-zstd", "ssm_conda.benchmarks.package_compression", "re-pack built packages at several zstd "
             "levels: what a higher level buys in size, against its time"),
 )
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports a bad command line as one line (UsageError), not usage text + exit."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
 
 
 def _verbose(parser: argparse.ArgumentParser, default: object) -> None:

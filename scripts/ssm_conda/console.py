@@ -6,6 +6,7 @@ paths. (Downloads show pip's own progress bar: ssm_conda.standin.wheels.)
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -22,6 +23,13 @@ class UsageError(Exception):
 
 class PipelineError(Exception):
     """A step failed for a reason outside the user's input (exit status 1)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one line (UsageError), not usage text + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """Run the test section of built causal-conv1d packages, on a GPU machine: `rattler-build test` for each.
 
     ssm-conda gpu-test output/linux-64/causal-conv1d-1.7.0-cuda130_py312_torch213_h1234_0.conda
-    ssm-conda gpu-test output/                      # every causal-conv1d package in it
+    ssm-conda gpu-test output/                      # every causal-conv1d and mamba-ssm package in it
+    ssm-conda gpu-test output/ --cuda 13.0 --generation sm90 --package mamba-ssm   # the selectors of build
     ssm-conda gpu-test output/ --channel conda-forge --channel ./extra-channel
 
 Each package's embedded tests run in a fresh environment solved from --channel (conda-forge by
@@ -30,6 +31,7 @@ from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.gpu_checks.verdict import judge
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
+from ssm_conda.selection import add_selector_arguments, choose_built, name_and_build_of, selection_from_args
 
 
 def lower_bound(depends: Sequence[str], name: str) -> str | None:
@@ -117,6 +119,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test", type=int, action="append", metavar="INDEX",
                         help="run only this test of each package (0-based; repeatable)")
     parser.add_argument("--log-dir", type=Path, help="write each test's full output here")
+    add_selector_arguments(parser, "test only this package (repeatable; default: every one)")
 
 
 def package_files(inputs: list[str]) -> list[Path]:
@@ -125,10 +128,10 @@ def package_files(inputs: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    packages = package_files(args.packages)
+    packages = choose_built(package_files(args.packages), lambda p: name_and_build_of(p.name), selection_from_args(args))
     if not packages:
-        raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} "
-                         "(build first, or name a .conda file)")
+        raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} that the selectors "
+                         "choose (build first, or name a .conda file)")
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
     require_gpu = not args.allow_no_gpu
     os.environ["CAUSAL_CONV1D_REQUIRE_GPU"] = "1" if require_gpu else "0"

@@ -8,29 +8,19 @@ archive means nothing is uploaded.
 from __future__ import annotations
 
 import json
-import re
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rattler.package import IndexJson
 
 from ssm_conda.channels import find_packages
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import Selection, plan
-from ssm_conda.paths import PACKAGES
+from ssm_conda.matrix import Selection
+from ssm_conda.selection import choose_built, name_and_build_of, without_hash
 from ssm_conda.sources import sha256_of
 from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.served import repodata_filenames
-
-# rattler-build's hash and build number at the end of a build string (the recipes' build.string)
-HASH_SUFFIX_RE = re.compile(r"_h[0-9a-f]+_\d+$")
-
-
-def without_hash(build: str) -> str:
-    """cuda130_py312_torch213_sm90 of cuda130_py312_torch213_sm90_h1a2b3c4_0. The hash covers the
-    variant keys a build used (a stand-in channel's compilers too), so selection leaves it out."""
-    return HASH_SUFFIX_RE.sub("", build)
 
 
 @dataclass
@@ -48,8 +38,7 @@ class LocalPackage:
     @property
     def name_and_build(self) -> tuple[str, str]:
         """Name and build string taken from the file name (the pre-check holds them to index.json's)."""
-        parts = self.filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
-        return (parts[0], parts[-1]) if len(parts) == 3 else (self.filename, "")
+        return name_and_build_of(self.filename)
 
     @property
     def variant(self) -> str:
@@ -67,12 +56,8 @@ def local_packages(output_dir: Path) -> list[LocalPackage]:
 
 
 def filter_packages(packages: list[LocalPackage], selection: Selection) -> list[LocalPackage]:
-    """Keep the packages that are variants the selectors choose: their name and build string (less
-    the hash) as rattler-build renders the recipes for that selection (values checked against variants/)."""
-    if (selection.cuda, selection.python, selection.torch) == (None, None, None):
-        return packages
-    wanted = {(v.package, without_hash(v.build_string)) for v in plan(replace(selection, packages=PACKAGES))}
-    return [p for p in packages if (p.name_and_build[0], without_hash(p.name_and_build[1])) in wanted]
+    """The packages the selectors choose (ssm_conda.selection: as rattler-build renders the recipes)."""
+    return choose_built(packages, lambda p: p.name_and_build, selection)
 
 
 def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage]:

@@ -28,7 +28,7 @@ from typing import NoReturn
 import rattler_build
 
 from ssm_conda.console import Outcome, PipelineError, human_size, print_summary, print_table
-from ssm_conda.matrix import Selection
+from ssm_conda.selection import selection_from_args
 from ssm_conda.upload.archives import LocalPackage, check_all, invalid_message, select_packages
 from ssm_conda.upload.credentials import lookup_keys, one_line
 from ssm_conda.upload.options import TARGET_CLASSES
@@ -42,7 +42,7 @@ Outcomes = dict[str, Outcome]  # filename -> its row in the summary
 def run(args: argparse.Namespace) -> int:
     target = TARGET_CLASSES[args.target](args, dict(os.environ))
     output_dir = Path(args.output_dir).resolve()
-    packages = select_packages(output_dir, Selection(cuda=args.cuda, python=args.python, torch=args.torch))
+    packages = select_packages(output_dir, selection_from_args(args))
     outcomes = {p.filename: Outcome(p.filename, p.variant, size=p.size) for p in packages}
     invalid = check_all(packages, output_dir)  # all or nothing, before any server is contacted
     for pkg in invalid:

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ssm_conda.cli import ArgumentParser
-from ssm_conda.console import UsageError
+from ssm_conda.console import ArgumentParser, UsageError
 from ssm_conda.paths import REPO_ROOT
+from ssm_conda.selection import add_selector_arguments
 from ssm_conda.upload.s3 import S3Target
 from ssm_conda.upload.targets import AnacondaTarget, ArtifactoryTarget, PrefixTarget, QuetzTarget, Target
 
@@ -70,9 +70,7 @@ def add_common_options(parser: argparse.ArgumentParser, on_target: bool = False)
         parser.add_argument(*flags, default=argparse.SUPPRESS if on_target else default, **kwargs)
 
     add("--output-dir", default=str(REPO_ROOT / "output"), help="local channel to upload from (default: output/)")
-    add("--cuda", default=None, help="only packages for this CUDA version (a file in variants/, e.g. 13.0)")
-    add("--python", default=None, help="only packages for this Python X.Y")
-    add("--torch", default=None, help="only packages for this pytorch minor X.Y")
+    add_selector_arguments(parser, "upload only this package (repeatable; default: every one)", suppress=on_target)
     add("--dry-run", action="store_true", default=False, help="list what would go where; send nothing")
     add("--skip-existing", action="store_true", default=False, help="skip packages the channel already has (idempotent re-runs)")
     add("--verify-timeout", type=float, default=180.0,

@@ -169,3 +169,14 @@ def test_s3_unreachable_is_one_line(upload_cli, capsys, channel):
     assert upload_cli(args, {"AWS_ACCESS_KEY_ID": "AKIAXX", "AWS_SECRET_ACCESS_KEY": "s3-secret-x"}) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: cannot reach S3 at http://127.0.0.1:9") and len(err.strip().splitlines()) == 1
+
+
+def test_build_selectors_choose_what_to_upload(upload_cli, fake_server, capsys, channel):
+    """upload takes build's selectors: a GPU generation and a package name choose too."""
+    fake_server()
+    common = [*QUETZ, "--dry-run", "--output-dir", str(channel)]
+    assert upload_cli([*common, "--cuda", "13.0", "--generation", "sm90"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: 1 package(s)" in out and "_sm90_h" in out
+    assert upload_cli([*common, "--package", "mamba-ssm"]) == 2
+    assert "no package in" in capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""Which variants a command works on: the selector flags of plan, build, upload and gpu-test (one
+definition), the Selection they make, and which built packages a Selection chooses.
+
+A built package is chosen by its name and build string as rattler-build renders the recipes for the
+selection, less the hash: the hash covers every variant key a build used (a stand-in channel's
+compilers too), the rest of the string is the recipe's scheme (cuda130_py312_torch213_sm90).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ssm_conda.matrix import Selection, plan
+from ssm_conda.paths import PACKAGES
+
+T = TypeVar("T")
+# rattler-build's hash and build number at the end of a build string (the recipes' build.string)
+HASH_SUFFIX_RE = re.compile(r"_h[0-9a-f]+_\d+$")
+
+
+def without_hash(build: str) -> str:
+    """cuda130_py312_torch213_sm90 of cuda130_py312_torch213_sm90_h1a2b3c4_0."""
+    return HASH_SUFFIX_RE.sub("", build)
+
+
+def add_selector_arguments(parser: argparse.ArgumentParser, package_help: str, suppress: bool = False) -> None:
+    """--package/--cuda/--python/--torch/--generation/--arch. With `suppress`, no defaults: the flags
+    of a sub-parser whose parent has them too (upload's targets) do not reset what was given before."""
+
+    def add(*flags: str, default: Any = None, **kwargs: Any) -> None:
+        parser.add_argument(*flags, default=argparse.SUPPRESS if suppress else default, **kwargs)
+
+    add("--package", action="append", choices=PACKAGES, help=package_help)
+    add("--cuda", help="CUDA version of a file in variants/ (e.g. 13.0)")
+    add("--python", help="Python X.Y (default: every one in variants/)")
+    add("--torch", help="pytorch minor X.Y (default: every one in variants/)")
+    add("--generation", action="append",
+        help="GPU generation from the variant file (repeatable; default: every one it lists): "
+        "all (the all-architecture package) or one of its per-generation packages, e.g. sm90")
+    add("--arch", help='GPU architectures instead of the variant file\'s: native (the GPUs here) or a list such as '
+        '"8.0;9.0+PTX"; the package installs only where the oldest GPU has the major architecture of its lowest entry')
+
+
+def selection_from_args(args: argparse.Namespace) -> Selection:
+    packages = tuple(p for p in PACKAGES if p in (args.package or PACKAGES))
+    generations = tuple(dict.fromkeys(args.generation)) if args.generation else None
+    return Selection(cuda=args.cuda, python=args.python, torch=args.torch, arch=args.arch,
+                     generations=generations, packages=packages)
+
+
+def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, str]], selection: Selection) -> list[T]:
+    """The built packages among `items` that are variants `selection` chooses (every item when it
+    chooses everything); a value variants/ does not accept is a UsageError, from plan()."""
+    items = list(items)
+    if replace(selection, packages=PACKAGES) == Selection():
+        return [item for item in items if name_and_build(item)[0] in selection.packages]
+    wanted = {(v.package, without_hash(v.build_string)) for v in plan(selection)}
+
+    def variant(item: T) -> tuple[str, str]:
+        name, build = name_and_build(item)
+        return name, without_hash(build)
+
+    return [item for item in items if variant(item) in wanted]
+
+
+def name_and_build_of(filename: str) -> tuple[str, str]:
+    """Name and build string of a package file name (name-version-build.conda)."""
+    parts = filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
+    return (parts[0], parts[-1]) if len(parts) == 3 else (filename, "")
