@@ -82,3 +82,20 @@ def test_pixi_conda_build_solves_without_the_gpu_it_builds_for():
     assert len(calls) == 2
     for call in calls:
         assert call.strip().startswith("CONDA_OVERRIDE_CUDA={{ cuda }} CONDA_OVERRIDE_CUDA_ARCH={{ cuda_arch }} conda build ")
+
+
+def test_no_import_cycle_in_the_tooling():
+    """No module of ssm_conda imports, even for type checking only, one that imports it back."""
+    import ast
+
+    root = REPO_ROOT / "scripts"
+    imports: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        name = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        imports[name] = {node.module for node in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ssm_conda")}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in imports.get(start, ()))
+
+    assert [m for m in imports if reaches(m, m, {m})] == []

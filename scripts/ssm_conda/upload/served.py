@@ -7,14 +7,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ssm_conda.console import PipelineError
 from ssm_conda.upload.credentials import mask, one_line
-
-if TYPE_CHECKING:
-    from ssm_conda.upload.archives import LocalPackage
-    from ssm_conda.upload.targets import Target
 
 HTTP_TIMEOUT_S = 30
 
@@ -48,7 +44,25 @@ def repodata_filenames(repodata: dict[str, Any]) -> dict[str, str]:
     return {name: str(rec.get("sha256", "")) for name, rec in records.items()}
 
 
-def wait_until_served(target: Target, packages: Sequence[LocalPackage], timeout_s: float,
+class Channel(Protocol):
+    """What waiting needs of an upload target (targets.Target): the repodata it serves."""
+
+    def served(self, subdir: str) -> dict[str, str]: ...
+
+    def repodata_url(self, subdir: str) -> str: ...
+
+
+class Uploaded(Protocol):
+    """What waiting needs of an uploaded package (archives.LocalPackage)."""
+
+    subdir: str
+    sha256: str
+
+    @property
+    def filename(self) -> str: ...
+
+
+def wait_until_served(target: Channel, packages: Sequence[Uploaded], timeout_s: float,
                       log: Callable[[str], None]) -> dict[str, str]:
     """Poll the repodata until it lists every package, within `timeout_s`; returns filename -> problem."""
     deadline = time.monotonic() + timeout_s
