@@ -228,6 +228,15 @@ def plan(
     return planned
 
 
+def rendered_recipe(package: str) -> dict[str, Any]:
+    """A package's recipe as rattler-build renders it for the first variant of the first variant
+    file: what every variant shares (name, version, source, tests). ImportError without py-rattler-build."""
+    vfile = load_variant_files()[0]
+    selection = Selection(cuda=vfile.cuda, python=vfile.pythons[0], torch=vfile.torches[0],
+                          generations=(ALL_ARCHS,), packages=(package,))
+    return plan(selection, files=[vfile])[0].rendered.recipe.to_dict()
+
+
 def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:
     order = list(variant_config.to_dict()["gpu_generation"])
     variants = [

@@ -10,8 +10,6 @@ RECIPES_DIR = REPO_ROOT / "recipe"  # one folder per package, and shared/ for wh
 # Build order: a package comes after the packages it needs (mamba-ssm calls causal_conv1d).
 PACKAGES = ("causal-conv1d", "mamba-ssm")
 NEEDS = {"mamba-ssm": ("causal-conv1d",)}
-RECIPE_DIR = RECIPES_DIR / "causal-conv1d"
-RECIPE = RECIPE_DIR / "recipe.yaml"
 VARIANTS_DIR = REPO_ROOT / "variants"
 
 

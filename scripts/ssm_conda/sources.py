@@ -14,11 +14,25 @@ from pathlib import Path
 import yaml
 
 from ssm_conda.console import PipelineError
-from ssm_conda.paths import RECIPE, cache_dir
+from ssm_conda.paths import PACKAGES, cache_dir, recipe_of
 
 
-def recipe_source(recipe_path: Path = RECIPE) -> dict:
-    """The recipe's source entry, ${{ version }} filled in from its context; url: the mirrors, in order."""
+def recipe_source(package: str = PACKAGES[0]) -> dict:
+    """The sdist source of a package's recipe as rattler-build renders it: url (the mirrors, in order),
+    sha256, patches. Without py-rattler-build (gpu-wheel on a GPU machine that runs the tooling from a
+    checkout) the recipe is read here instead; a test keeps the two readings equal."""
+    from ssm_conda.matrix import rendered_recipe
+
+    try:
+        recipe = rendered_recipe(package)
+    except ImportError:
+        return source_without_rattler_build(recipe_of(package))
+    (source,) = [s for s in recipe["source"] if "url" in s]
+    return source
+
+
+def source_without_rattler_build(recipe_path: Path) -> dict:
+    """The recipe's sdist source, ${{ version }} filled in from its context."""
     recipe = yaml.safe_load(recipe_path.read_text())
     source = recipe["source"]
     if isinstance(source, list):  # the sdist, and path sources (../shared for the test files)
@@ -29,10 +43,10 @@ def recipe_source(recipe_path: Path = RECIPE) -> dict:
     return source
 
 
-def fetch_sdist(recipe_path: Path = RECIPE) -> Path:
+def fetch_sdist(package: str = PACKAGES[0]) -> Path:
     """The pinned sdist in the cache; downloaded (atomically, from the first mirror that answers) and
     sha-checked when missing."""
-    source = recipe_source(recipe_path)
+    source = recipe_source(package)
     target = cache_dir() / "sources" / source["url"][0].rsplit("/", 1)[1]
     if target.is_file() and sha256_of(target) == source["sha256"]:
         return target
@@ -56,15 +70,15 @@ def fetch_sdist(recipe_path: Path = RECIPE) -> Path:
     raise PipelineError("cannot download the sdist: " + "; ".join(errors))
 
 
-def unpack_patched(destination: Path, patches: bool = True, recipe_path: Path = RECIPE) -> Path:
+def unpack_patched(destination: Path, patches: bool = True, package: str = PACKAGES[0]) -> Path:
     """Unpack the sdist into destination and apply the recipe's patches in order, like the build."""
-    with tarfile.open(fetch_sdist(recipe_path)) as tar:
+    with tarfile.open(fetch_sdist(package)) as tar:
         tar.extractall(destination, filter="data")
     (root,) = destination.iterdir()
     if patches:
-        for patch in recipe_source(recipe_path)["patches"]:
+        for patch in recipe_source(package)["patches"]:
             subprocess.run(
-                ["patch", "-p1", "--batch", "--forward", "-i", str(recipe_path.parent / patch)],
+                ["patch", "-p1", "--batch", "--forward", "-i", str(recipe_of(package).parent / patch)],
                 cwd=root, check=True, capture_output=True, text=True,
             )
     return root

@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ssm_conda.paths import RECIPE_DIR, RECIPES_DIR
+from ssm_conda.paths import RECIPES_DIR, recipe_of
+
+CAUSAL_CONV1D_DIR = recipe_of("causal-conv1d").parent
 
 GIB = 1 << 30
 V1_UNLIMITED = "9223372036854771712"
@@ -29,7 +31,7 @@ def pip_environment(tmp_path: Path, probe_root: Path | None, cpus: int = 16, nvc
     (bin_dir / "nvcc").chmod(0o755)
     environ = {k: v for k, v in os.environ.items()
                if k not in ("MAX_JOBS", "NVCC_THREADS", "CAUSAL_CONV1D_CCACHE_DIR", "CAUSAL_CONV1D_PROBE_ROOT")}
-    environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(RECIPE_DIR),
+    environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(CAUSAL_CONV1D_DIR),
                    PKG_NAME="causal-conv1d", PATH=f"{bin_dir}:{os.environ['PATH']}",
                    TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), **env)
     if probe_root is not None:

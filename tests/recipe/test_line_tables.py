@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from ssm_conda.matrix import Selection, plan
-from ssm_conda.paths import PACKAGES, recipe_of
+from ssm_conda.paths import PACKAGES
 from ssm_conda.sources import unpack_patched
 
 from tests.recipe.setup_py import fake_nvcc, run_setup, write_torch_stub
@@ -25,9 +25,8 @@ def nvcc_home(tmp_path_factory) -> str:
 @pytest.fixture(scope="module", params=PACKAGES)
 def sources(request, tmp_path_factory) -> tuple[Path, Path]:
     """(patched, unpatched) source trees of one package."""
-    recipe = recipe_of(request.param)
-    return (unpack_patched(tmp_path_factory.mktemp("patched"), recipe_path=recipe),
-            unpack_patched(tmp_path_factory.mktemp("unpatched"), patches=False, recipe_path=recipe))
+    return (unpack_patched(tmp_path_factory.mktemp("patched"), package=request.param),
+            unpack_patched(tmp_path_factory.mktemp("unpatched"), patches=False, package=request.param))
 
 
 @pytest.mark.parametrize(("env", "expected"), [({}, False), ({"NVCC_LINEINFO": "0"}, False), ({"NVCC_LINEINFO": "1"}, True)])

@@ -10,14 +10,14 @@ import pytest
 from ssm_conda.paths import PACKAGES, recipe_of
 from ssm_conda.sources import fetch_sdist, recipe_source, unpack_patched
 
-PATCHES = [(package, patch) for package in PACKAGES for patch in recipe_source(recipe_of(package))["patches"]]
+PATCHES = [(package, patch) for package in PACKAGES for patch in recipe_source(package)["patches"]]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_recipe_lists_every_patch_file_in_order(package):
     folder = recipe_of(package).parent
     on_disk = sorted(p.relative_to(folder).as_posix() for p in (folder / "patches").glob("*.patch"))
-    assert recipe_source(recipe_of(package))["patches"] == on_disk and on_disk
+    assert recipe_source(package)["patches"] == on_disk and on_disk
 
 
 @pytest.mark.parametrize(("package", "patch"), PATCHES)
@@ -30,10 +30,10 @@ def test_patch_has_a_header_saying_why(package, patch):
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_patches_apply_cleanly_in_order(package, tmp_path):
-    with tarfile.open(fetch_sdist(recipe_of(package))) as tar:
+    with tarfile.open(fetch_sdist(package)) as tar:
         tar.extractall(tmp_path, filter="data")
     (root,) = tmp_path.iterdir()
-    for patch in recipe_source(recipe_of(package))["patches"]:
+    for patch in recipe_source(package)["patches"]:
         result = subprocess.run(
             ["patch", "-p1", "--batch", "--forward", "-i", str(recipe_of(package).parent / patch)],
             cwd=root, capture_output=True, text=True,
@@ -45,5 +45,5 @@ def test_patches_apply_cleanly_in_order(package, tmp_path):
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_patched_setup_py_compiles(package, tmp_path):
-    root = unpack_patched(tmp_path, recipe_path=recipe_of(package))
+    root = unpack_patched(tmp_path, package=package)
     compile(Path(root, "setup.py").read_text(), "setup.py", "exec")

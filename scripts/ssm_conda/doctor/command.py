@@ -18,15 +18,13 @@ import shutil
 import sys
 from pathlib import Path
 
-import yaml
-
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.console import UsageError
-from ssm_conda.doctor.advice import FALLBACK_VERSION, FALLBACK_VERSIONS, advise, default_package
+from ssm_conda.doctor.advice import FALLBACK_VERSIONS, advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
-from ssm_conda.matrix import generation_gates, load_variant_files
-from ssm_conda.paths import PACKAGES, RECIPE, REPO_ROOT, VARIANTS_DIR, recipe_of
+from ssm_conda.matrix import generation_gates, load_variant_files, rendered_recipe
+from ssm_conda.paths import PACKAGES, REPO_ROOT, VARIANTS_DIR
 
 LOCAL_CHANNEL = REPO_ROOT / "output"  # `ssm-conda build`'s default --output-dir, run from the checkout
 
@@ -36,11 +34,13 @@ def default_channel() -> str:
     return str(LOCAL_CHANNEL) if any(LOCAL_CHANNEL.glob("*/repodata.json")) else DEFAULT_CHANNEL
 
 
-def package_version(recipe: Path = RECIPE, fallback: str = FALLBACK_VERSION) -> str:
+def package_version(package: str) -> str:
+    """The version the package's recipe renders to; an installed tooling without the recipes has its
+    release's versions."""
     try:
-        return str(yaml.safe_load(recipe.read_text())["context"]["version"])
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return fallback
+        return str(rendered_recipe(package)["package"]["version"])
+    except Exception:  # noqa: BLE001 - no recipe or no rattler-build here, whatever rattler-build raises
+        return FALLBACK_VERSIONS[package]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
             print(f"  {error}", file=sys.stderr)
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
     package = args.package or default_package(facts)
-    version = package_version(recipe_of(package), FALLBACK_VERSIONS[package])
+    version = package_version(package)
     gates = {f.cuda: generation_gates(f, package) for f in files}
     advice = advise(facts, files, args.channel or default_channel(), version, package, gates)
     print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))

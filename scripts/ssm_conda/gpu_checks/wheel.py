@@ -44,10 +44,13 @@ from ssm_conda.console import PipelineError, UsageError, format_table, human_dur
 from ssm_conda.gpu_checks.verdict import PYTEST_SUMMARY
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import RECIPE, RECIPE_DIR, REPO_ROOT
+from ssm_conda.paths import REPO_ROOT, recipe_of
 from ssm_conda.sources import unpack_patched
 
 DEFAULT_DIR = REPO_ROOT / "gpu-wheel"
+# The package this quick path builds and tests (mamba-ssm: `ssm-conda gpu-test` on its conda packages)
+RECIPE = recipe_of("causal-conv1d")
+RECIPE_DIR = RECIPE.parent
 SOURCE_NAME = "causal-conv1d-src"
 # Benchmark cases at least this big are past the H200's 60 MB L2: their bandwidth is HBM's.
 LARGE_BYTES = 256 * 10**6

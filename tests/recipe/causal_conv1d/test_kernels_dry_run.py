@@ -17,11 +17,11 @@ What it cannot show is that the CUDA kernels pass: that needs a GPU (ssm-conda g
 from __future__ import annotations
 
 import pytest
-from ssm_conda.paths import RECIPE_DIR
+from ssm_conda.paths import recipe_of
 
 from tests.recipe.planted_runs import outcomes_by_bug
 
-KERNEL_TESTS = RECIPE_DIR / "tests" / "test_kernels.py"
+KERNEL_TESTS = recipe_of("causal-conv1d").parent / "tests" / "test_kernels.py"
 
 # bug -> (test functions that must fail, a word every failing case id has, a word none has)
 PLANTED = {

@@ -18,7 +18,8 @@ def mamba_sdist(mamba_recipe) -> Path:
     """The pinned mamba-ssm sdist, downloaded once into the cache and sha-checked."""
     from ssm_conda.sources import fetch_sdist
 
-    return fetch_sdist(mamba_recipe)
+    del mamba_recipe
+    return fetch_sdist("mamba-ssm")
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +33,6 @@ def cpu_mamba_ssm(tmp_path_factory, mamba_sdist, cpu_causal_conv1d) -> list[Path
     from ssm_conda.sources import unpack_patched
 
     del mamba_sdist  # downloaded by its fixture; unpack_patched reads it from the cache
-    root = unpack_patched(tmp_path_factory.mktemp("mamba-sdist"), recipe_path=MAMBA_RECIPE)
+    root = unpack_patched(tmp_path_factory.mktemp("mamba-sdist"), package="mamba-ssm")
     assert (root / "mamba_ssm" / "ops" / "selective_scan_interface.py").is_file()
     return [root, Path(__file__).resolve().parent / "cpu_kernel", *cpu_causal_conv1d]

@@ -12,7 +12,7 @@ from ssm_conda.sources import recipe_source, sha256_of, unpack_patched
 
 MAMBA_RECIPE = recipe_of("mamba-ssm")
 MAMBA_DIR = MAMBA_RECIPE.parent
-SOURCE = recipe_source(MAMBA_RECIPE)
+SOURCE = recipe_source("mamba-ssm")
 PATCHES = SOURCE["patches"]
 SHA256 = "104cc47e9101e5401a675fa2b784f2952b9b037f3b1dd83b5ac544394e95d028"
 
@@ -37,7 +37,7 @@ def test_sdist_matches_the_pinned_sha256(mamba_sdist):
 
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory) -> Path:
-    return unpack_patched(tmp_path_factory.mktemp("patched"), recipe_path=MAMBA_RECIPE)
+    return unpack_patched(tmp_path_factory.mktemp("patched"), package="mamba-ssm")
 
 
 def test_requirements_patch_names_files_that_exist(patched):

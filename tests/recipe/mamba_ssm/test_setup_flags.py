@@ -38,12 +38,12 @@ def nvcc(request, tmp_path) -> Nvcc:
 
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory) -> Path:
-    return unpack_patched(tmp_path_factory.mktemp("patched"), recipe_path=MAMBA_RECIPE)
+    return unpack_patched(tmp_path_factory.mktemp("patched"), package="mamba-ssm")
 
 
 @pytest.fixture(scope="module")
 def unpatched(tmp_path_factory) -> Path:
-    return unpack_patched(tmp_path_factory.mktemp("unpatched"), patches=False, recipe_path=MAMBA_RECIPE)
+    return unpack_patched(tmp_path_factory.mktemp("unpatched"), patches=False, package="mamba-ssm")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
 from ssm_conda.doctor.report import SCHEMA
 from ssm_conda.machine import DriverInfo
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import REPO_ROOT, recipe_of
+from ssm_conda.paths import REPO_ROOT
 
 from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env
 
@@ -108,9 +108,14 @@ def test_help_names_the_options() -> None:
     assert "__cuda_arch" in result.stdout  # the module docstring is the description
 
 
-def test_package_version_reads_the_recipe(tmp_path: Path) -> None:
-    assert command.package_version() == "1.7.0" == command.package_version(recipe_of("causal-conv1d"), "?")
-    assert command.package_version(recipe_of("mamba-ssm"), "?") == "2.3.2.post1"
-    (tmp_path / "recipe.yaml").write_text("context:\n  version: 9.9.9\n")
-    assert command.package_version(tmp_path / "recipe.yaml") == "9.9.9"
-    assert command.package_version(tmp_path / "missing.yaml") == "1.7.0"
+def test_package_version_is_what_the_recipe_renders_to(monkeypatch) -> None:
+    assert command.package_version("causal-conv1d") == "1.7.0"
+    assert command.package_version("mamba-ssm") == "2.3.2.post1"
+    monkeypatch.setattr(command, "rendered_recipe", lambda package: {"package": {"version": "9.9.9"}})
+    assert command.package_version("mamba-ssm") == "9.9.9"
+
+    def no_recipe(package: str) -> dict:
+        raise FileNotFoundError(package)
+
+    monkeypatch.setattr(command, "rendered_recipe", no_recipe)  # an installed tooling, no recipes
+    assert command.package_version("mamba-ssm") == "2.3.2.post1"
