@@ -46,6 +46,8 @@ def test_a_selection_chooses_what_rattler_build_renders_for_it():
         return sorted(choose_built(names, lambda n: name_and_build_of(n), Selection(**kw)))
 
     assert chosen() == names
+    assert choose_built(["other-1.0-h0_0.conda"], name_and_build_of, Selection()) == ["other-1.0-h0_0.conda"]
+    assert choose_built(["other-1.0-h0_0.conda"], name_and_build_of, Selection(packages=("mamba-ssm",))) == []
     assert chosen(cuda="13.0", generations=("sm90",)) == [n for n in names if "_sm90_" in n]
     assert chosen(cuda="12.9") == [n for n in names if "cuda129" in n]
     assert chosen(packages=("mamba-ssm",)) == [n for n in names if n.startswith("mamba-ssm-")]

@@ -8,7 +8,7 @@ parametrizes, so that a new sdist cannot silently widen, empty or bypass the sub
 
 * every rule names a test, a parameter and values that exist upstream, and selects cases;
 * every upstream test is either in the subset or explicitly never run (the race test);
-* the subset is the size the README states, and `CAUSAL_CONV1D_UPSTREAM=full` takes all but the
+* the subset is the size docs/testing.md states, and `CAUSAL_CONV1D_UPSTREAM=full` takes all but the
   race test.
 
 Collecting upstream's file needs einops and triton (causal_conv1d_varlen imports it), as on a GPU
@@ -128,8 +128,8 @@ def test_the_subset_is_bounded_and_covers_every_rule(subset):
     print(f"upstream subset: {sum(selected.values())} of {total} cases; per test: {dict(selected)}")
     assert set(selected) == set(conftest.UPSTREAM_SUBSET), selected
     assert not selected.keys() & conftest.UPSTREAM_NEVER
-    # The figure the README gives for the subset, and the whole file is ~10,000 cases.
-    readme = (REPO_ROOT / "README.md").read_text()
+    # The figure docs/testing.md gives for the subset, and the whole file is ~10,000 cases.
+    readme = (REPO_ROOT / "docs" / "testing.md").read_text()
     stated = re.search(r"(\d+)-case subset of\s+upstream's own", readme)
     assert stated and int(stated.group(1)) == sum(selected.values()), (stated and stated.group(0), selected)
     assert total > 10 * sum(selected.values())

@@ -1,7 +1,7 @@
 """ssm-conda gpu-wheel: prepare writes the patched tree whole; run refuses bad input before writing;
 its reports are read right; with a ready wheel it installs, tests and summarises.
 
-The build itself (pip wheel against a CUDA torch, minutes) is not run here; see the README.
+The build itself (pip wheel against a CUDA torch, minutes) is not run here; see docs/testing.md.
 A stand-in torch (version and CUDA build only) stands for the GPU machine's.
 """
 
