@@ -7,7 +7,7 @@ reach), with rattler-build's own solve, build environments, source fetch, patche
 nvcc compile, linking checks, test section and index, then installs the result with py-rattler
 into a fresh prefix and inspects it. The second builds the same variant for a second Python
 (another CPython with a shared libpython, found under ~/.pyenv/versions or named by
-CAUSAL_CONV1D_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks that its
+SSM_CONDA_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks that its
 CUDA objects came from that cache.
 """
 
@@ -40,7 +40,7 @@ TORCH_NEXT = f"{TORCH.split('.')[0]}.{int(TORCH.split('.')[1]) + 1}"
 GENERATION, GPU = "sm90", "9.0"  # GPU: the H100's __cuda_arch
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
 PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13", "3.10") if v != PYTHON]  # B differs in Python alone
-PYTHON_B_PREFIX_ENV = "CAUSAL_CONV1D_PYTHON_B_PREFIX"
+PYTHON_B_PREFIX_ENV = "SSM_CONDA_PYTHON_B_PREFIX"
 recipe_conftest = load_recipe_module("conftest")
 check_arch = load_recipe_module("check_arch", SHARED_TESTS)
 
@@ -101,9 +101,9 @@ def without_system_cuda() -> dict[str, str]:
 def standin(python_b) -> Path:
     """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
-    # CAUSAL_CONV1D_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
+    # SSM_CONDA_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
     # so the stand-in is repacked from them instead of downloading about 1 GB from PyPI.
-    wheel_dirs = [d for d in os.environ.get("CAUSAL_CONV1D_WHEEL_DIRS", "").split(os.pathsep) if d]
+    wheel_dirs = [d for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d]
     standin_command = (sys.executable, "-m", "ssm_conda.dev", "standin", "--dir", str(channel),
                        *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
     run(*standin_command, "--torch", TORCH, env=without_system_cuda())
@@ -138,7 +138,7 @@ def build_variant(channel: Path, output: Path, python: str, ccache: Path,
     start = time.monotonic()
     command = [sys.executable, "-m", "ssm_conda", "build", "--package", package_name, "--channel", channel.as_uri(),
                "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--generation", GENERATION]
-    env = {**without_system_cuda(), "CAUSAL_CONV1D_CCACHE_DIR": str(ccache)}
+    env = {**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
             print(line, end="", flush=True)

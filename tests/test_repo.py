@@ -30,7 +30,7 @@ def test_pixi_test_environment_has_what_the_tests_need():
         assert CONDA_NAMES.get(name, name) in test_deps, name
     assert {"cuda-nvcc", "patch"} <= set(test_deps)  # the tests that compile; the patch tests
     env = PIXI["feature"]["test"]["tasks"]["test-e2e"]["env"]
-    assert env["CC1D_QUETZ"].endswith(".pixi/envs/quetz/bin/quetz")
+    assert env["SSM_CONDA_QUETZ"].endswith(".pixi/envs/quetz/bin/quetz")
     assert "quetz" in PIXI["feature"]["quetz"]["dependencies"]
 
 

@@ -14,9 +14,9 @@ export CUDA_HOME="${BUILD_PREFIX}"
 # compile (causal-conv1d has 4, mamba-ssm 10). CPUs and
 # memory are the machine's, or fewer where the cgroup of a container or a batch job (v2 or v1) caps
 # them: OOM kills come from the cap, not from the machine running out.
-# CAUSAL_CONV1D_PROBE_ROOT, set only by tests, reads /proc and /sys/fs/cgroup under a fake root.
+# SSM_CONDA_PROBE_ROOT, set only by tests, reads /proc and /sys/fs/cgroup under a fake root.
 { set +x; } 2>/dev/null  # the probe's trace would fill the log; its result is printed below
-probe="${CAUSAL_CONV1D_PROBE_ROOT:-}"
+probe="${SSM_CONDA_PROBE_ROOT:-}"
 cpus="${CPU_COUNT:-$(nproc)}"
 mem_kb=$(awk '/^MemAvailable:/ { print $2 }' "${probe}/proc/meminfo")
 # This process's cgroup directory for controller $1 ("" for the v2 hierarchy) mounted at $2, then
@@ -84,13 +84,13 @@ if nvcc --help | grep -q -- '--compress-mode'; then
 fi
 
 # Optional compiler cache, kept outside the output channel: `ssm-conda build` points
-# CAUSAL_CONV1D_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
+# SSM_CONDA_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
 # hashed relative to it, so variants built in other build directories (a rebuild after a recipe
 # change, another Python) reuse the CUDA objects.
-if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
-  command -v ccache >/dev/null || { echo "CAUSAL_CONV1D_CCACHE_DIR is set but ccache is missing" >&2; exit 1; }
+if [[ -n "${SSM_CONDA_CCACHE_DIR:-}" ]]; then
+  command -v ccache >/dev/null || { echo "SSM_CONDA_CCACHE_DIR is set but ccache is missing" >&2; exit 1; }
   build_root="$(dirname "${SRC_DIR}")"
-  export CCACHE_DIR="${CAUSAL_CONV1D_CCACHE_DIR}"
+  export CCACHE_DIR="${SSM_CONDA_CCACHE_DIR}"
   export CCACHE_BASEDIR="${build_root}"
   export CCACHE_NOHASHDIR=1
   export CCACHE_COMPILERCHECK=content
@@ -127,7 +127,7 @@ export PYTORCH_NVCC="${nvcc_command}"
 # such source, and the path would leak into the package.
 rm -f "${SP_DIR}/${PKG_NAME//-/_}"-*.dist-info/direct_url.json
 
-if [[ -n "${CAUSAL_CONV1D_CCACHE_DIR:-}" ]]; then
+if [[ -n "${SSM_CONDA_CCACHE_DIR:-}" ]]; then
   # Verbose: a compile that ccache could not cache is counted under its reason.
   ccache --show-stats --verbose
 fi

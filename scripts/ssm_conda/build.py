@@ -37,7 +37,7 @@ STANDIN_OVERRIDES = "standin-variants.yaml"
 # zstd level 19, conda-forge's, not rattler-build's default 15: measured with `ssm-conda-dev bench-zstd`
 # on causal-conv1d's sm90 package, 1.5% smaller for 4 s more per package (level 22 buys nothing more).
 PACKAGE_FORMAT = "conda:19"
-CCACHE_ENV = "CAUSAL_CONV1D_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
+CCACHE_ENV = "SSM_CONDA_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
 CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
 # `ccache --show-stats`, which recipe/shared/build-extension.sh prints at the end of a build that used the cache:
 # "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)" (the build script's stderr, such
@@ -91,7 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-cache", action="store_true",
-        help=f"do not use the compiler cache (default: ccache in $CAUSAL_CONV1D_CCACHE_DIR or {CCACHE_HINT})",
+        help=f"do not use the compiler cache (default: ccache in $SSM_CONDA_CCACHE_DIR or {CCACHE_HINT})",
     )
 
 

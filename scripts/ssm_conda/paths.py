@@ -19,7 +19,7 @@ def recipe_of(package: str) -> Path:
 
 def cache_dir() -> Path:
     """Where downloads and other expensive results live, outside any clone."""
-    root = os.environ.get("CAUSAL_CONV1D_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
+    root = os.environ.get("SSM_CONDA_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
     return Path(root)
 
 

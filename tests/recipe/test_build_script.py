@@ -1,6 +1,6 @@
 """recipe/shared/build-extension.sh sizes MAX_JOBS and NVCC_THREADS from the CPUs and memory the build may use.
 
-The real script runs under bash against a fake /proc and /sys/fs/cgroup (CAUSAL_CONV1D_PROBE_ROOT)
+The real script runs under bash against a fake /proc and /sys/fs/cgroup (SSM_CONDA_PROBE_ROOT)
 with a stand-in $PYTHON that records what `pip install` would have been given. CPU_COUNT is 16 and
 MemAvailable 64 GiB unless a case says otherwise; about 2 GB per nvcc thread, 3/4 of memory used.
 """
@@ -30,12 +30,12 @@ def pip_environment(tmp_path: Path, probe_root: Path | None, cpus: int = 16, nvc
     (bin_dir / "nvcc").write_text(f"#!/bin/sh\ncat <<'EOF'\n{nvcc_help}\nEOF\n")
     (bin_dir / "nvcc").chmod(0o755)
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("MAX_JOBS", "NVCC_THREADS", "CAUSAL_CONV1D_CCACHE_DIR", "CAUSAL_CONV1D_PROBE_ROOT")}
+               if k not in ("MAX_JOBS", "NVCC_THREADS", "SSM_CONDA_CCACHE_DIR", "SSM_CONDA_PROBE_ROOT")}
     environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(CAUSAL_CONV1D_DIR),
                    PKG_NAME="causal-conv1d", PATH=f"{bin_dir}:{os.environ['PATH']}",
                    TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), **env)
     if probe_root is not None:
-        environ["CAUSAL_CONV1D_PROBE_ROOT"] = str(probe_root)
+        environ["SSM_CONDA_PROBE_ROOT"] = str(probe_root)
     subprocess.run(["bash", str(RECIPES_DIR / "shared" / "build-extension.sh")], cwd=tmp_path, env=environ,
                    check=True, capture_output=True, text=True)
     return dict(entry.split("=", 1) for entry in recorded.read_text().split("\0") if "=" in entry)
@@ -159,7 +159,7 @@ def cached_nvcc_command(tmp_path: Path) -> str:
     (fake_ccache / "ccache").write_text("#!/bin/sh\n")
     (fake_ccache / "ccache").chmod(0o755)
     (tmp_path / "src").mkdir(exist_ok=True)
-    return pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, CAUSAL_CONV1D_CCACHE_DIR=str(tmp_path / "cache"),
+    return pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, SSM_CONDA_CCACHE_DIR=str(tmp_path / "cache"),
                            SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
 
 

@@ -82,11 +82,11 @@ def test_compiler_cache_inside_the_output_channel_is_refused(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "ssm_conda", "build", "--output-dir", str(out),
          "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "CAUSAL_CONV1D_CCACHE_DIR": env_cache},
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "SSM_CONDA_CCACHE_DIR": env_cache},
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"error: CAUSAL_CONV1D_CCACHE_DIR={env_cache} is inside the output channel {out}; put it elsewhere"
+        f"error: SSM_CONDA_CCACHE_DIR={env_cache} is inside the output channel {out}; put it elsewhere"
     )
     assert not out.exists()
 

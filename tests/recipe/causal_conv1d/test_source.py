@@ -55,7 +55,7 @@ def test_pinned_sdist_matches_the_recipe_sha(sdist):
 
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAUSAL_CONV1D_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 

@@ -15,8 +15,8 @@ from ssm_conda.standin import catalog, host, packages
 from ssm_conda.standin.command import wheel_cache
 from ssm_conda.standin.wheels import Target, Wheel, applicable, find_wheel, read_metadata
 
-# the wheel folders CI names (CAUSAL_CONV1D_WHEEL_DIRS) and the stand-in's cache, newest wins
-WHEEL_DIRS = [*(Path(d) for d in os.environ.get("CAUSAL_CONV1D_WHEEL_DIRS", "").split(os.pathsep) if d), wheel_cache()]
+# the wheel folders CI names (SSM_CONDA_WHEEL_DIRS) and the stand-in's cache, newest wins
+WHEEL_DIRS = [*(Path(d) for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d), wheel_cache()]
 
 
 def unmet(wheels: dict[str, Wheel], versions: dict[str, str | None], target: Target) -> list[str]:
@@ -58,7 +58,7 @@ def test_unmet_reports_missing_names_and_versions(tmp_path, wheel_maker):
 
 @pytest.mark.parametrize("py_ver", ["3.11", "3.12"])
 def test_real_wheels_close_the_tree(py_ver):
-    """With the wheels this machine has (the cache's and CAUSAL_CONV1D_WHEEL_DIRS', picked as `ssm-conda
+    """With the wheels this machine has (the cache's and SSM_CONDA_WHEEL_DIRS', picked as `ssm-conda
     standin` picks them), the stand-in satisfies every requirement of every wheel it repacks:
     transformers, huggingface_hub, tokenizers, ... down to mdurl. Skipped where the wheels are absent."""
     target = Target(py_ver, "2.36")

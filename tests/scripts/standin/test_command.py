@@ -20,7 +20,7 @@ PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch) -> Path:
     """Every test gets its own empty cache: no wheel, no channel from an earlier run."""
-    monkeypatch.setenv("CAUSAL_CONV1D_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 

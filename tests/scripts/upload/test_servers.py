@@ -3,7 +3,7 @@ with the real py-rattler-build (no mocks).
 
 The tests start the servers themselves and stop them afterwards. Quetz lives in its own venv
 (its pins clash with ours); where it is missing the tests fail with the commands that install it,
-unless CC1D_ALLOW_SERVER_SKIP=1 says skipping is fine. Set CC1D_QUETZ to use another `quetz`.
+unless SSM_CONDA_ALLOW_SERVER_SKIP=1 says skipping is fine. Set SSM_CONDA_QUETZ to use another `quetz`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ PROBE = "cc1d-upload-probe"
 
 def _missing(what: str, how: str) -> None:
     message = f"{what} is not installed; install it with: {how}"
-    if os.environ.get("CC1D_ALLOW_SERVER_SKIP") == "1":
+    if os.environ.get("SSM_CONDA_ALLOW_SERVER_SKIP") == "1":
         pytest.skip(message)
     pytest.fail(message)
 
@@ -145,7 +145,7 @@ def probes(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def quetz(tmp_path_factory):
-    exe = Path(os.environ.get("CC1D_QUETZ", QUETZ_VENV / "bin" / "quetz"))
+    exe = Path(os.environ.get("SSM_CONDA_QUETZ", QUETZ_VENV / "bin" / "quetz"))
     if not exe.exists():
         _missing("quetz-server (in its own venv)", QUETZ_INSTALL)
     work = tmp_path_factory.mktemp("quetz")
