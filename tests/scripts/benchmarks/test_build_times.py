@@ -2,10 +2,10 @@
 
 import argparse
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ssm_conda import cli
 
 
 @pytest.mark.parametrize(
@@ -29,12 +29,11 @@ import pytest
         (["lineinfo", "--channel", "conda-forge", "--keep-dir", "scripts"], "error: --keep-dir scripts: not an empty directory"),
     ],
 )
-def test_bad_input_exits_2_before_building(args, message):
-    result = subprocess.run([sys.executable, "-m", "ssm_conda.dev", "bench-build", *args],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
-    assert result.stderr.startswith(message), result.stderr
-    assert "==" not in result.stdout  # no build was started
+def test_bad_input_exits_2_before_building(args, message, capsys):
+    assert cli.dev_main(["bench-build", *args]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert "==" not in out  # no build was started
 
 
 def test_report_prints_every_ratio_and_writes_the_figures(tmp_path, capsys):
