@@ -9,12 +9,13 @@ compilers too), the rest of the string is the recipe's scheme (cuda130_py312_tor
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import Selection, VariantFile, plan
 from ssm_conda.paths import PACKAGES
 
 T = TypeVar("T")
@@ -67,6 +68,16 @@ def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, st
         return name, without_hash(build)
 
     return [item for item in items if variant(item) in wanted]
+
+
+def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None,
+               package: str = PACKAGES[0]) -> str:
+    """The build strings of one (CUDA, Python, torch) variant, of any of its GPU generations where
+    `generation` is None, as a glob: what rattler-build renders for the recipe, less the hash."""
+    selection = Selection(cuda=vfile.cuda, python=python, torch=torch,
+                          generations=(generation,) if generation else None, packages=(package,))
+    rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
+    return os.path.commonprefix(rendered) + "*"
 
 
 def name_and_build_of(filename: str) -> tuple[str, str]:

@@ -62,3 +62,22 @@ def test_a_selection_chooses_what_rattler_build_renders_for_it():
 def test_an_unknown_value_is_one_line_naming_what_is_accepted():
     with pytest.raises(UsageError, match=r"unknown CUDA version '11.8'"):
         choose_built(["x"], name_and_build_of, Selection(cuda="11.8"))
+
+
+def test_the_build_glob_is_what_rattler_build_renders_less_the_hash():
+    """doctor's install commands pin a variant by this glob: every rendered build of the variant
+    matches it, no other variant's does."""
+    import fnmatch
+
+    from ssm_conda.matrix import load_variant_files
+    from ssm_conda.selection import build_glob
+
+    cuda130 = next(f for f in load_variant_files() if f.cuda == "13.0")
+    every = [v.build_string for v in plan(Selection(cuda="13.0", packages=("causal-conv1d",)))]
+    for generation in (None, "sm90"):
+        pattern = build_glob(cuda130, "3.12", "2.13", generation)
+        chosen = {b for b in every if fnmatch.fnmatchcase(b, pattern)}
+        assert chosen == {v.build_string for v in plan(Selection(
+            cuda="13.0", python="3.12", torch="2.13", generations=(generation,) if generation else None,
+            packages=("causal-conv1d",)))}, pattern
+    assert build_glob(cuda130, "3.12", "2.13", "sm90") == "cuda130_py312_torch213_sm90_*"

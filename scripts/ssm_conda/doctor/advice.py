@@ -12,6 +12,7 @@ from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import PACKAGE, Facts, major
 from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, note
 from ssm_conda.matrix import ALL_ARCHS, VariantFile, generation_for
+from ssm_conda.selection import build_glob
 
 FALLBACK_VERSIONS = {PACKAGE: "1.7.0", "mamba-ssm": "2.3.2.post1"}
 FALLBACK_VERSION = FALLBACK_VERSIONS[PACKAGE]
@@ -79,10 +80,11 @@ def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
 
 
 def build_string_glob(channel: str, vfile: VariantFile, python: str, torch: str, generation: str | None = None) -> str:
-    cuda_tag, py_tag = vfile.cuda.replace(".", ""), python.replace(".", "")
+    """The build strings of a variant on `channel`: conda-forge's scheme there, ours (as rattler-build
+    renders the recipe) elsewhere."""
     if channel == CONDA_FORGE:  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
-        return f"cuda{cuda_tag}*py{py_tag}*"
-    return f"cuda{cuda_tag}_py{py_tag}_torch{torch.replace('.', '')}_{f'{generation}_' if generation else ''}*"
+        return f"cuda{vfile.cuda.replace('.', '')}*py{python.replace('.', '')}*"
+    return build_glob(vfile, python, torch, generation, PACKAGE)
 
 
 def install_commands(facts: Facts, cuda: str, build: str, channel: str, version: str, python: str,

@@ -14,6 +14,7 @@ from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import Facts, major
 from ssm_conda.machine import DRIVER_OF_TOOLKIT, MIN_DRIVER_FOR_MAJOR
 from ssm_conda.matrix import VariantFile
+from ssm_conda.selection import build_glob
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
     which = ", ".join(f"{n} {d.version} for torch {built.get(n, '?')} ({d.conda_build or d.installer or 'pip'})"
                       for n, d in dists)
     pip = " ".join(n for n, d in dists if not d.from_conda)
-    build = "cuda{}_py{}_torch{}_*".format(*(v.replace(".", "") for v in (target.variant.cuda, target.python, target.torch)))
+    build = build_glob(target.variant, target.python, target.torch)
     return [warning("ssm-torch-mismatch",
                     f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions "
                     "fail with `undefined symbol` or crash; install the matching pair from this project's channel: "

@@ -9,11 +9,15 @@ from pathlib import Path
 
 from ssm_conda.doctor.facts import EnvInfo, Facts, InstalledDist, InterpreterInfo, NvccInfo, TorchInfo
 from ssm_conda.machine import DriverInfo, GpuInfo
-from ssm_conda.matrix import VariantFile
+from ssm_conda.matrix import VariantFile, read_variant_file
+from ssm_conda.paths import VARIANTS_DIR
 
+# The real files (compilers, zip_keys: what rattler-build needs to render the recipes) with the
+# values these tests are written for.
 CUDA129 = VariantFile(
     Path("variants/cuda129.yaml"),
     {
+        **read_variant_file(VARIANTS_DIR / "cuda129.yaml").data,
         "cuda_compiler_version": ["12.9"],
         "python": ["3.10", "3.11", "3.12", "3.13", "3.14"],
         "pytorch": ["2.12", "2.13"],
@@ -25,6 +29,7 @@ CUDA129 = VariantFile(
 CUDA130 = VariantFile(
     Path("variants/cuda130.yaml"),
     {
+        **read_variant_file(VARIANTS_DIR / "cuda130.yaml").data,
         "cuda_compiler_version": ["13.0"],
         "python": ["3.10", "3.11", "3.12", "3.13", "3.14"],
         "pytorch": ["2.12", "2.13"],
