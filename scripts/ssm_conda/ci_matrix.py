@@ -19,14 +19,15 @@ from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
 
 def matrix_entry(vfile: VariantFile) -> dict[str, object]:
+    variants = len(vfile.pythons) * len(vfile.torches) * len(vfile.generations)
     return {
         "name": vfile.path.stem,
         "file": vfile.display_path,
         "cuda": vfile.cuda,
         "cuda_major": vfile.cuda.split(".")[0],
         # per package: one per Python, pytorch minor and GPU generation
-        "variants": len(vfile.pythons) * len(vfile.torches) * len(vfile.generations),
-        "packages": len(vfile.pythons) * len(vfile.torches) * len(vfile.generations) * len(PACKAGES),
+        "variants": variants,
+        "packages": variants * len(PACKAGES),
     }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from ssm_conda.console import PipelineError
+from ssm_conda.matrix import rendered_recipe
 from ssm_conda.paths import PACKAGES, cache_dir, recipe_of
 
 
@@ -21,8 +22,6 @@ def recipe_source(package: str = PACKAGES[0]) -> dict:
     """The sdist source of a package's recipe as rattler-build renders it: url (the mirrors, in order),
     sha256, patches. Without py-rattler-build (gpu-wheel on a GPU machine that runs the tooling from a
     checkout) the recipe is read here instead; a test keeps the two readings equal."""
-    from ssm_conda.matrix import rendered_recipe
-
     try:
         recipe = rendered_recipe(package)
     except ImportError:

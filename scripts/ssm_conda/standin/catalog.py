@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ssm_conda.standin.cuda import CUDA_PACKAGES
+
 # Pure-Python packages repacked as noarch: python, conda name = PyPI name. Run requirements and
 # entry points come from each wheel's own metadata.
 # After einops: transformers (mamba-ssm's run requirement) and the tree its Requires-Dist pulls in.
@@ -49,7 +51,5 @@ CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "hug
 
 def all_names() -> frozenset[str]:
     """Every stand-in's conda name (what --rebuild accepts)."""
-    from ssm_conda.standin.cuda import CUDA_PACKAGES
-
     return frozenset((*MACHINE_PACKAGES, *NOARCH_WHEELS, *BINARY_WHEELS, *TOOL_WHEELS, *TORCH_COMPANIONS, *NVIDIA_LIBS,
                       *(package.name for package in CUDA_PACKAGES)))

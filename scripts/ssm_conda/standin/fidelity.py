@@ -68,7 +68,7 @@ def read_package(path: Path) -> Built:
 
 def placeholders(built: Built, channel_facts: dict[str, str]) -> dict[str, str]:
     release = Version(built.version).release
-    py = reuse.package_python(built.path) or channel_facts.get("py", "")
+    py = reuse.package_python(built.path) or ""
     return {
         "v": built.version,
         "v_minor_next": f"{release[0]}.{release[1] + 1}.0a0" if len(release) > 1 else "",

@@ -69,10 +69,6 @@ class Machine:
         return self.toolkit["nvcc"].version
 
     @property
-    def cudart_version(self) -> str:
-        return self.toolkit["runtime"].version
-
-    @property
     def target(self) -> Target:
         return Target(self.py_ver, self.glibc_version, self.python_version)
 
@@ -157,18 +153,21 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
                              "(PyPI's torch wheels for linux x86_64 are)")
         return "wheel", path, Version(parsed[0].version).public
     constraint = f"=={args.torch}.*" if args.torch else ""
-    wheel = find_wheel(dirs, "torch", constraint, target, accept=lambda w: not is_cpu_build(w.version))
+
+    def cuda_build(wheel: Wheel) -> bool:
+        return not is_cpu_build(wheel.version)
+
+    wheel = find_wheel(dirs, "torch", constraint, target, accept=cuda_build)
     if wheel is None and not args.offline:
         print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)", flush=True)
         for path in pip_download([f"torch{constraint}"], download_dir, target, args.verbose):
-            version = Version(path.name.split("-")[1])
-            if is_cpu_build(str(version)):
+            downloaded = parse_wheel(path)
+            if downloaded is not None and not cuda_build(downloaded[0]):
                 # pip prefers a local index's CPU build (2.13.0+cpu sorts after 2.13.0): ask for that
                 # release without the local label, which only the CUDA build on PyPI has
                 path.unlink()
-                pip_download([f"torch==={version.public}"], download_dir, target, args.verbose)
-        wheel = find_wheel([*dirs, download_dir], "torch", constraint, target,
-                           accept=lambda w: not is_cpu_build(w.version))
+                pip_download([f"torch==={Version(downloaded[0].version).public}"], download_dir, target, args.verbose)
+        wheel = find_wheel([*dirs, download_dir], "torch", constraint, target, accept=cuda_build)
     if wheel is None:
         raise UsageError(f"no torch{constraint} wheel (a CUDA build) for {target.tag} in {', '.join(map(str, dirs))}; "
                          "pass --torch-wheel or --torch-installed")
