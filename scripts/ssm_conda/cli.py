@@ -1,6 +1,6 @@
 """ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d, mamba-ssm).
 
-The tools for developing this project (the offline stand-in channel, the build and zstd benchmarks)
+The tools for developing this project (the offline stand-in channel, the build, zstd and kernel benchmarks)
 are `ssm-conda-dev` (`python -m ssm_conda.dev`). Every subcommand takes -v/--verbose, before or
 after its name; `ssm-conda COMMAND --help` says what it does and what it accepts. Bad input is one
 line on stderr naming the value and what is accepted, with exit status 2, and nothing is written.
@@ -37,10 +37,6 @@ COMMANDS = (
             "Quetz, Artifactory or S3"),
     Command("gpu-test", "ssm_conda.gpu_checks.packages", "re-run built packages' test sections on this "
             "machine's GPU (rattler-build test)"),
-    Command("gpu-wheel", "ssm_conda.gpu_checks.wheel", "on a GPU machine without conda: build a pip wheel "
-            "from the patched sdist, run the package tests and the kernel benchmark"),
-    Command("bench-kernels", "ssm_conda.benchmarks.kernels", "time the kernels against the reference and a "
-            "device-to-device copy (GPU needed)"),
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions job matrix, one job per file in variants/"),
 )
 # ssm-conda-dev: what developing this project needs, apart from what a channel maintainer runs
@@ -51,6 +47,8 @@ DEV_COMMANDS = (
             "Pythons, all architectures against one"),
     Command("bench-zstd", "ssm_conda.benchmarks.package_compression", "re-pack built packages at several zstd "
             "levels: what a higher level buys in size, against its time"),
+    Command("bench-kernels", "ssm_conda.benchmarks.kernels", "time the installed kernels against the reference and a "
+            "device-to-device copy (GPU needed)"),
 )
 
 
@@ -60,8 +58,8 @@ def _verbose(parser: argparse.ArgumentParser, default: object) -> None:
 
 
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
-    """The whole command line; only the module of the subcommand named in argv is imported (a GPU
-    machine running `gpu-wheel` from a checkout has no rattler-build, and startup stays quick)."""
+    """The whole command line; only the module of the subcommand named in argv is imported (startup
+    stays quick, and a GPU machine timing kernels needs neither rattler-build nor torch's build tools)."""
     dev = commands is DEV_COMMANDS
     parser = ArgumentParser(prog="ssm-conda-dev" if dev else "ssm-conda",
                             description="ssm-conda-dev: the tools for developing causal-conv1d-conda." if dev else __doc__,

@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from rattler import VirtualPackage, VirtualPackageOverrides
+
 from ssm_conda.archs import version_key
 
 CAP_RE = re.compile(r"\d+\.\d+")
@@ -62,15 +64,7 @@ class CudaVirtualPackages:
 
 
 def detect_cuda_virtual_packages(honour_overrides: bool = False) -> CudaVirtualPackages:
-    """__cuda and __cuda_arch as py-rattler detects them, or CONDA_OVERRIDE_CUDA(_ARCH) with honour_overrides.
-
-    Without py-rattler (`gpu-wheel` on a GPU machine that runs the tooling from a checkout) nothing
-    is detected here, and nvidia-smi still answers.
-    """
-    try:
-        from rattler import VirtualPackage, VirtualPackageOverrides
-    except ImportError:
-        return CudaVirtualPackages()
+    """__cuda and __cuda_arch as py-rattler detects them, or CONDA_OVERRIDE_CUDA(_ARCH) with honour_overrides."""
     # detect() alone ignores the CONDA_OVERRIDE_* variables; from_env() applies them.
     overrides = VirtualPackageOverrides.from_env() if honour_overrides else VirtualPackageOverrides()
     found = {g.name.normalized: (str(g.version), str(g.build_string))

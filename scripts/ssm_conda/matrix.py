@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
+
 from ssm_conda.archs import resolve_arch_option, version_key
 from ssm_conda.console import UsageError, one_of
 from ssm_conda.machine import detect_compute_capabilities
@@ -71,39 +73,9 @@ class VariantFile:
 
 
 def read_variant_file(path: Path, target_platform: str = TARGET_PLATFORM) -> VariantFile:
-    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied).
-
-    Without py-rattler-build (`gpu-wheel` on a GPU machine that runs the tooling from a checkout)
-    the file's platform selectors are applied here; tests keep the two readings equal."""
-    try:
-        from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
-    except ImportError:
-        return VariantFile(path, read_without_rattler_build(path, target_platform))
+    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied)."""
     config = VariantConfig.from_file_with_context(path, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))
     return VariantFile(path, {**config.to_dict(), "zip_keys": config.zip_keys})
-
-
-# The selectors variants/ uses, per target platform
-PLATFORM_SELECTORS = {"linux-64": {"linux", "unix", "linux64", "x86_64"},
-                      "linux-aarch64": {"linux", "unix", "aarch64", "linux_aarch64"}}
-
-
-def read_without_rattler_build(path: Path, target_platform: str) -> dict[str, Any]:
-    import yaml
-
-    true = PLATFORM_SELECTORS[target_platform]
-
-    def values(items: list[Any]) -> list[Any]:
-        out = []
-        for item in items:
-            if isinstance(item, dict) and "if" in item:
-                out += values(item["then"] if item["if"] in true else item.get("else", []))
-            else:
-                out.append(item)
-        return out
-
-    data = yaml.safe_load(path.read_text())
-    return {key: value if key == "zip_keys" else [str(v) for v in values(value)] for key, value in data.items()}
 
 
 def load_variant_files(directory: Path = VARIANTS_DIR, target_platform: str = TARGET_PLATFORM) -> list[VariantFile]:
@@ -214,8 +186,6 @@ def plan(
     is solved), in build order: a package's variants after those of the packages it needs.
 
     Another target_platform renders what that platform would build (with `files` read for it)."""
-    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
-
     render_config = RenderConfig(PlatformConfig(target_platform=target_platform))
     if files is None:
         files = load_variant_files(target_platform=target_platform)
@@ -230,7 +200,7 @@ def plan(
 
 def rendered_recipe(package: str) -> dict[str, Any]:
     """A package's recipe as rattler-build renders it for the first variant of the first variant
-    file: what every variant shares (name, version, source, tests). ImportError without py-rattler-build."""
+    file: what every variant shares (name, version, source, tests)."""
     vfile = load_variant_files()[0]
     selection = Selection(cuda=vfile.cuda, python=vfile.pythons[0], torch=vfile.torches[0],
                           generations=(ALL_ARCHS,), packages=(package,))

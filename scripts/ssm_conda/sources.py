@@ -11,8 +11,6 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-import yaml
-
 from ssm_conda.console import PipelineError
 from ssm_conda.matrix import rendered_recipe
 from ssm_conda.paths import PACKAGES, cache_dir, recipe_of
@@ -20,25 +18,8 @@ from ssm_conda.paths import PACKAGES, cache_dir, recipe_of
 
 def recipe_source(package: str = PACKAGES[0]) -> dict:
     """The sdist source of a package's recipe as rattler-build renders it: url (the mirrors, in order),
-    sha256, patches. Without py-rattler-build (gpu-wheel on a GPU machine that runs the tooling from a
-    checkout) the recipe is read here instead; a test keeps the two readings equal."""
-    try:
-        recipe = rendered_recipe(package)
-    except ImportError:
-        return source_without_rattler_build(recipe_of(package))
-    (source,) = [s for s in recipe["source"] if "url" in s]
-    return source
-
-
-def source_without_rattler_build(recipe_path: Path) -> dict:
-    """The recipe's sdist source, ${{ version }} filled in from its context."""
-    recipe = yaml.safe_load(recipe_path.read_text())
-    source = recipe["source"]
-    if isinstance(source, list):  # the sdist, and path sources (../shared for the test files)
-        (source,) = [s for s in source if "url" in s]
-    source = dict(source)
-    urls = source["url"] if isinstance(source["url"], list) else [source["url"]]
-    source["url"] = [url.replace("${{ version }}", str(recipe["context"]["version"])) for url in urls]
+    sha256, patches."""
+    (source,) = [s for s in rendered_recipe(package)["source"] if "url" in s]
     return source
 
 

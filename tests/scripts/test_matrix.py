@@ -179,11 +179,3 @@ def test_arch_keywords():
     with pytest.raises(UsageError, match="--arch native found no GPU"):
         vfile.resolve_arch("native", detect=lambda: [])
 
-
-@pytest.mark.parametrize("platform", PLATFORMS)
-@pytest.mark.parametrize("name", [f.path.name for f in FILES])
-def test_reading_without_rattler_build_gives_the_same_matrix(name, platform):
-    """gpu-wheel on a GPU machine without py-rattler-build reads variants/ itself."""
-    from ssm_conda.matrix import read_without_rattler_build
-    vfile = next(f for f in load_variant_files(target_platform=platform) if f.path.name == name)
-    assert read_without_rattler_build(vfile.path, platform) == vfile.data

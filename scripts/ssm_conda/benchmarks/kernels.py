@@ -1,9 +1,9 @@
 """Benchmark the installed causal-conv1d and mamba-ssm kernels on Mamba-sized shapes (needs a CUDA GPU).
 
-    ssm-conda bench-kernels                          # every op of the packages installed (H200: causal-conv1d's
+    ssm-conda-dev bench-kernels                          # every op of the packages installed (H200: causal-conv1d's
                                                      # about a minute, selective_scan's about half a minute more)
-    ssm-conda bench-kernels --ops fwd,update --dtypes bf16 --json-file bench.json --plot bench.png
-    ssm-conda bench-kernels --ops scan_fwd,scan_bwd  # mamba-ssm's selective_scan only
+    ssm-conda-dev bench-kernels --ops fwd,update --dtypes bf16 --json-file bench.json --plot bench.png
+    ssm-conda-dev bench-kernels --ops scan_fwd,scan_bwd  # mamba-ssm's selective_scan only
 
 For causal-conv1d's forward, backward and update (width 4, bf16/fp16, channel-first and
 channel-last; causal_conv1d_ops.py) and mamba-ssm's selective_scan forward and backward (d_state 16,

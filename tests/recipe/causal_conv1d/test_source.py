@@ -8,8 +8,8 @@ import pytest
 import yaml
 from ssm_conda.console import PipelineError
 from ssm_conda.matrix import Selection, plan
-from ssm_conda.paths import PACKAGES, recipe_of
-from ssm_conda.sources import fetch_sdist, recipe_source, sha256_of, source_without_rattler_build
+from ssm_conda.paths import recipe_of
+from ssm_conda.sources import fetch_sdist, recipe_source, sha256_of
 
 RECIPE = recipe_of("causal-conv1d")
 
@@ -41,11 +41,6 @@ def test_tooling_reads_the_urls_rattler_build_renders(tmp_path):
     assert recipe_source()["url"] == rendered_urls(tmp_path, VERSION)
     assert recipe_source()["url"][0] == pypi_source_url(VERSION)
 
-
-@pytest.mark.parametrize("package", PACKAGES)
-def test_without_rattler_build_the_source_reads_the_same(package):
-    """gpu-wheel's machine may have no py-rattler-build: the recipe read by hand gives what it renders."""
-    assert source_without_rattler_build(recipe_of(package)) == recipe_source(package)
 
 
 def test_pinned_sdist_matches_the_recipe_sha(sdist):

@@ -21,14 +21,15 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from ssm_conda.gpu_checks.wheel import copy_test_files, recipe_test_section
-from ssm_conda.paths import REPO_ROOT
+from ssm_conda.matrix import rendered_recipe
+from ssm_conda.paths import REPO_ROOT, recipe_of
 
 from tests.recipe.causal_conv1d.recipe_modules import load_recipe_module
 
@@ -59,13 +60,32 @@ def pytest_collection_finish(session):
 conftest = load_recipe_module("conftest")
 
 
+def lay_out_test_files(source_root: Path, work: Path) -> None:
+    """The files of recipe.yaml's script test, where rattler-build puts them: `files.recipe` from the
+    recipe folder, `files.source` from the patched sdist or from the path source that provides them."""
+    recipe = rendered_recipe("causal-conv1d")
+    (files,) = [t["files"] for t in recipe["tests"] if "script" in t]
+    recipe_dir = recipe_of("causal-conv1d").parent
+    roots = {s["target_directory"].rstrip("/") + "/": recipe_dir / s["path"] for s in recipe["source"] if "path" in s}
+    wanted = [(recipe_dir / name, name) for name in files.get("recipe", [])]
+    for name in files.get("source", []):
+        prefix = next((p for p in roots if name.startswith(p)), None)
+        wanted.append((roots[prefix] / name.removeprefix(prefix) if prefix else source_root / name, name))
+    for src, name in wanted:
+        dst = work / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+
+
 def collect(tmp: Path, source_root: Path, sys_path: list[Path], **env: str) -> dict:
     """pytest --collect-only over the package's test layout: recipe/causal-conv1d/tests + upstream's file in tests/."""
     for module in ("einops", "triton"):
         assert importlib.util.find_spec(module), f"collecting upstream's tests needs {module} (requirements-dev.txt)"
     work = tmp / "test"
-    # The files of recipe.yaml's script test, laid out as rattler-build lays them out.
-    copy_test_files(recipe_test_section(archs="9.0"), source_root, work)
+    lay_out_test_files(source_root, work)
     assert (work / "tests" / conftest.UPSTREAM_FILE).is_file(), sorted(work.rglob("*.py"))
     (work / "subset_recorder.py").write_text(RECORDER)
     record = tmp / "record.json"

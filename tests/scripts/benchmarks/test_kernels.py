@@ -1,4 +1,4 @@
-"""ssm-conda bench-kernels without a GPU: a one-line error and a non-zero exit; its pure parts; whole runs on the
+"""ssm-conda-dev bench-kernels without a GPU: a one-line error and a non-zero exit; its pure parts; whole runs on the
 CPU stand-ins of the extensions (tests/recipe/causal_conv1d/cpu_kernel, tests/recipe/mamba_ssm/cpu_kernel), where
 only the CUDA-event timer is swapped out."""
 
@@ -31,7 +31,7 @@ def _has_cuda() -> bool:
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ssm_conda", "bench-kernels", *args],
+    return subprocess.run([sys.executable, "-m", "ssm_conda.dev", "bench-kernels", *args],
                           capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
 
 
@@ -133,7 +133,7 @@ def cpu_scan_device(monkeypatch, cpu_mamba_ssm):
 def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
     """Every op through upstream's interface, then table, JSON and plot (the CUDA timer swapped out)."""
     argv = ["bench-kernels", "--repeats", "2", "--json-file", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]
-    assert cli.main(argv) == 0
+    assert cli.dev_main(argv) == 0
     out = capsys.readouterr().out
     assert "CPU stand-in (compute capability 0.0)" in out
     assert "[12/12] update fp16 2x64x3" in out
@@ -154,7 +154,7 @@ def test_whole_run_on_the_cpu_stand_in(cpu_device, tmp_path, capsys):
 
 
 def test_no_ref_leaves_the_speedup_out(cpu_device, tmp_path, capsys):
-    assert cli.main(["bench-kernels", "--ops", "bwd", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "1",
+    assert cli.dev_main(["bench-kernels", "--ops", "bwd", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "1",
                        "--no-ref", "--json-file", str(tmp_path / "b.json")]) == 0
     (result,) = json.loads((tmp_path / "b.json").read_text())["results"]
     assert result["label"] == "bwd bf16 cl 2x64x128"
@@ -163,7 +163,7 @@ def test_no_ref_leaves_the_speedup_out(cpu_device, tmp_path, capsys):
 
 
 def test_json_prints_only_json_on_stdout(cpu_device, capsys):
-    assert cli.main(["bench-kernels", "--ops", "update", "--dtypes", "fp16", "--repeats", "1", "--no-ref", "--json"]) == 0
+    assert cli.dev_main(["bench-kernels", "--ops", "update", "--dtypes", "fp16", "--repeats", "1", "--no-ref", "--json"]) == 0
     captured = capsys.readouterr()
     data = json.loads(captured.out)
     assert [r["op"] for r in data["results"]] == ["update", "update"]
@@ -171,7 +171,7 @@ def test_json_prints_only_json_on_stdout(cpu_device, capsys):
 
 
 def test_named_scan_ops_without_mamba_ssm_are_an_error(cpu_device, tmp_path, capsys):
-    assert cli.main(["bench-kernels", "--ops", "fwd,scan_bwd", "--json-file", str(tmp_path / "b.json")]) == 1
+    assert cli.dev_main(["bench-kernels", "--ops", "fwd,scan_bwd", "--json-file", str(tmp_path / "b.json")]) == 1
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: bench-kernels needs the mamba_ssm package installed for "
@@ -183,7 +183,7 @@ def test_whole_run_with_the_scan_on_the_cpu_stand_ins(cpu_scan_device, tmp_path,
     """Both packages' ops through upstream's interfaces (selective_scan_fn against selective_scan_ref): table, JSON, plot."""
     argv = ["bench-kernels", "--dtypes", "bf16", "--layouts", "channel_last", "--repeats", "2",
             "--json-file", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]
-    assert cli.main(argv) == 0
+    assert cli.dev_main(argv) == 0
     out = capsys.readouterr().out
     assert "mamba_ssm 2.3.2.post1 (selective_scan d_state 16)" in out.splitlines()[0]
     assert "skipping" not in out
