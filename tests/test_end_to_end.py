@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from rattler.exceptions import SolverError
 from ssm_conda.build import cache_hits
-from ssm_conda.channels import install_into_prefix, solve_for_machine
 from ssm_conda.console import human_duration, human_size
+from ssm_conda.dev.solving import install_into_prefix, solve_for_machine
 from ssm_conda.matrix import Selection, load_variant_files, plan
 from ssm_conda.paths import cache_dir
 from ssm_conda.standin.fidelity import check_channel

@@ -6,7 +6,6 @@ import asyncio
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -27,44 +26,6 @@ def index_channel(channel_dir: Path, force: bool = False) -> None:
     for subdir in (str(Subdir.current()), "noarch"):
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
-
-
-def solve_for_machine(
-    channels: list[str],
-    specs: list[str],
-    cuda: str | None = None,
-    cuda_arch: str | None = None,
-    platform: str | None = None,
-) -> list[Any]:
-    """What pixi's solver (py-rattler) installs for specs on a machine whose driver supports `cuda`
-    (__cuda) and whose oldest GPU is `cuda_arch` (__cuda_arch); None leaves either out, as on a
-    machine without a driver or a GPU. This machine's other virtual packages (__glibc, __linux)
-    stand for the rest. Raises rattler's SolverError, which names what could not be satisfied."""
-    from rattler import BuildString, GenericVirtualPackage, PackageName, Subdir, Version, VirtualPackage, solve
-
-    given = {"__cuda": cuda, "__cuda_arch": cuda_arch}
-    virtual = [vp for vp in (p.into_generic() for p in VirtualPackage.detect()) if vp.name.normalized not in given]
-    virtual += [GenericVirtualPackage(PackageName(name), Version(value), BuildString("0"))
-                for name, value in given.items() if value is not None]
-    platforms = [Subdir(platform) if platform else Subdir.current(), Subdir("noarch")]
-    return asyncio.run(solve(sources=channels, specs=specs, platforms=platforms, virtual_packages=virtual))
-
-
-def install_into_prefix(
-    channels: list[str],
-    specs: list[str],
-    prefix: Path,
-    cuda: str | None = None,
-    cuda_arch: str | None = None,
-    cache_dir: Path | None = None,
-) -> list[str]:
-    """Solve (solve_for_machine) and install specs into a fresh prefix with py-rattler (pixi's
-    solver and installer). Returns the installed records as name=version=build."""
-    from rattler import install
-
-    records = solve_for_machine(channels, specs, cuda, cuda_arch)
-    asyncio.run(install(records, target_prefix=prefix, cache_dir=cache_dir, show_progress=False))
-    return [f"{r.name.normalized}={r.version}={r.build}" for r in records]
 
 
 def normalise_channel(channel: str) -> str:

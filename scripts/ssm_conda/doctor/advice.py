@@ -15,7 +15,6 @@ from ssm_conda.matrix import ALL_ARCHS, VariantFile, generation_for
 from ssm_conda.selection import build_glob
 
 FALLBACK_VERSIONS = {PACKAGE: "1.7.0", "mamba-ssm": "2.3.2.post1"}
-FALLBACK_VERSION = FALLBACK_VERSIONS[PACKAGE]
 CONDA_FORGE = "conda-forge"
 
 
