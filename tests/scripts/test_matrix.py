@@ -8,8 +8,10 @@ from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, Selection, load_variant_files, plan, select
 from ssm_conda.paths import PACKAGES
 
+from tests.rendered import whole_matrix
+
 FILES = load_variant_files()
-ALL = plan()
+ALL = whole_matrix()
 PLATFORMS = ("linux-64", "linux-aarch64")
 
 

@@ -11,6 +11,8 @@ from ssm_conda.console import UsageError
 from ssm_conda.matrix import Selection, plan
 from ssm_conda.selection import choose_built, name_and_build_of, without_hash
 
+from tests.rendered import variants
+
 SELECTORS = {"--package", "--cuda", "--python", "--torch", "--generation", "--arch"}
 
 
@@ -73,7 +75,7 @@ def test_the_build_glob_is_what_rattler_build_renders_less_the_hash():
     from ssm_conda.selection import build_glob
 
     cuda130 = next(f for f in load_variant_files() if f.cuda == "13.0")
-    every = [v.build_string for v in plan(Selection(cuda="13.0", packages=("causal-conv1d",)))]
+    every = [v.build_string for v in variants(cuda="13.0", package="causal-conv1d")]
     for generation in (None, "sm90"):
         pattern = build_glob(cuda130, "3.12", "2.13", generation)
         chosen = {b for b in every if fnmatch.fnmatchcase(b, pattern)}
