@@ -14,20 +14,20 @@ import os
 from pathlib import Path
 
 from ssm_conda.console import PipelineError, UsageError
-from ssm_conda.matrix import VariantFile, load_variant_files
+from ssm_conda.matrix import Selection, VariantFile, load_variant_files, plan
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
 
 def matrix_entry(vfile: VariantFile) -> dict[str, object]:
-    variants = len(vfile.pythons) * len(vfile.torches) * len(vfile.generations)
+    """A job, with how many packages it builds as rattler-build renders the recipes for the file."""
+    planned = plan(Selection(cuda=vfile.cuda), files=[vfile])
     return {
         "name": vfile.path.stem,
         "file": vfile.display_path,
         "cuda": vfile.cuda,
         "cuda_major": vfile.cuda.split(".")[0],
-        # per package: one per Python, pytorch minor and GPU generation
-        "variants": variants,
-        "packages": variants * len(PACKAGES),
+        "variants": sum(v.package == PACKAGES[0] for v in planned),  # per package: they share variants/
+        "packages": len(planned),
     }
 
 
