@@ -56,6 +56,12 @@ ARCHIVE_SUFFIXES = (".conda", ".tar.bz2")
 SUBDIR_RE = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 
 
+def name_and_build_of(filename: str) -> tuple[str, str]:
+    """Name and build string of a package file name (name-version-build.conda or .tar.bz2)."""
+    parts = filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
+    return (parts[0], parts[-1]) if len(parts) == 3 else (filename, "")
+
+
 def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list[Path]:
     """Package archives named by the arguments: archive files, or channels (searched per subdir).
 
@@ -70,7 +76,7 @@ def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list
             found += [
                 f for subdir in subdirs for f in sorted(subdir.iterdir())
                 if f.is_file() and f.name.endswith(ARCHIVE_SUFFIXES)
-                and (name is None or f.name.rsplit("-", 2)[0] == name)
+                and (name is None or name_and_build_of(f.name)[0] == name)
             ]
         elif not path.exists():
             raise UsageError(f"no such file or directory: {path}")

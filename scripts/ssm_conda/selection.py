@@ -78,9 +78,3 @@ def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | No
                           generations=(generation,) if generation else None, packages=(package,))
     rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
     return os.path.commonprefix(rendered) + "*"
-
-
-def name_and_build_of(filename: str) -> tuple[str, str]:
-    """Name and build string of a package file name (name-version-build.conda)."""
-    parts = filename.removesuffix(".conda").removesuffix(".tar.bz2").rsplit("-", 2)
-    return (parts[0], parts[-1]) if len(parts) == 3 else (filename, "")

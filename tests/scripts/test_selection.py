@@ -7,9 +7,10 @@ import argparse
 
 import pytest
 from ssm_conda import cli
+from ssm_conda.channels import name_and_build_of
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import Selection, plan
-from ssm_conda.selection import choose_built, name_and_build_of, without_hash
+from ssm_conda.selection import choose_built, without_hash
 
 from tests.rendered import variants
 
@@ -36,8 +37,6 @@ def test_every_command_that_selects_takes_the_same_selectors(command):
 
 def test_without_hash():
     assert without_hash("cuda130_py312_torch213_sm90_h1a2b3c4_0") == "cuda130_py312_torch213_sm90"
-    assert name_and_build_of("mamba-ssm-2.3.2.post1-cuda130_py312_torch213_all_habc_0.conda") == \
-        ("mamba-ssm", "cuda130_py312_torch213_all_habc_0")
 
 
 def test_a_selection_chooses_what_rattler_build_renders_for_it():

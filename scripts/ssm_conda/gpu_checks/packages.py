@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rattler_build.progress import ProgressCallback
-from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, normalise_channel
+from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, name_and_build_of, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.gpu_checks.verdict import judge
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
-from ssm_conda.selection import add_selector_arguments, choose_built, name_and_build_of, selection_from_args
+from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
 
 
 def lower_bound(depends: Sequence[str], name: str) -> str | None:
@@ -124,7 +124,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def package_files(inputs: list[str]) -> list[Path]:
     """This project's packages among the named files and channels, each once."""
-    return [p for p in find_packages(inputs) if p.name.rsplit("-", 2)[0] in PACKAGES]
+    return [p for p in find_packages(inputs) if name_and_build_of(p.name)[0] in PACKAGES]
 
 
 def run(args: argparse.Namespace) -> int:

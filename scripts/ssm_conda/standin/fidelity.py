@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from packaging.version import Version
 
+from ssm_conda.channels import find_packages
 from ssm_conda.standin import reuse
 
 RECORD = Path(__file__).resolve().parent / "conda_forge.yaml"
@@ -156,8 +157,7 @@ def check_channel(channel: Path, record: dict[str, dict[str, Any]] | None = None
     facts = channel_facts(channel)
     problems = []
     for name, entry in record.items():
-        packages = sorted(p for sub in ("noarch", reuse.TARGET_PLATFORM) for p in (channel / sub).glob(f"{name}-[0-9]*.conda")
-                          if p.name.removesuffix(".conda").rsplit("-", 2)[0] == name)
+        packages = find_packages([channel], name)
         if not packages:
             problems.append(f"{name}: the channel has no such package")
         for package in packages:
