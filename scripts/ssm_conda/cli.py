@@ -112,7 +112,7 @@ def dev_entry() -> None:
 
 def subcommand(*args: str) -> tuple[list[str], dict[str, str]]:
     """argv and environment that run `ssm-conda ARGS...` in a child process, installed or not
-    (a GPU machine runs the tooling straight from a carried checkout)."""
+    (the benchmarks and tests run it from a checkout)."""
     package_root = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
     return [sys.executable, "-m", "ssm_conda", *args], {**os.environ, "PYTHONPATH": path}
