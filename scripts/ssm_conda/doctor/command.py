@@ -39,7 +39,7 @@ def package_version(package: str) -> str:
     release's versions."""
     try:
         return str(rendered_recipe(package)["package"]["version"])
-    except Exception:  # noqa: BLE001 - no recipe or no rattler-build here, whatever rattler-build raises
+    except Exception:  # noqa: BLE001 - no recipe here (an installed tooling): whatever rattler-build raises
         return FALLBACK_VERSIONS[package]
 
 
