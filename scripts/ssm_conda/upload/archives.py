@@ -14,11 +14,10 @@ from pathlib import Path
 
 from rattler.package import IndexJson
 
-from ssm_conda.channels import find_packages, name_and_build_of
+from ssm_conda.channels import find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import Selection
 from ssm_conda.selection import choose_built, without_hash
-from ssm_conda.sources import sha256_of
 from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.served import repodata_filenames
 

@@ -7,14 +7,13 @@ The common options (--output-dir, the selectors, --dry-run, --skip-existing, -v,
 repodata until it is served.
 
 Credentials never come from options. A key in the environment is used first; without one,
-rattler-build looks in its auth storage ($RATTLER_AUTH_FILE, the keyring, ~/.rattler/credentials.json,
+rattler looks in its auth storage ($RATTLER_AUTH_FILE, the keyring, ~/.rattler/credentials.json,
 ~/.netrc), where `rattler-build auth login` and `pixi auth login` put them:
   prefix       PREFIX_API_KEY, a BearerToken for the host, or trusted publishing in GitHub Actions
   anaconda     ANACONDA_API_KEY, or a CondaToken for the API host (api.anaconda.org)
   quetz        QUETZ_API_KEY, or a CondaToken for the server's host
   artifactory  ARTIFACTORY_TOKEN, or a BearerToken / BasicHTTP entry for the server's host
-  s3           AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), or an S3Credentials
-               entry for s3://BUCKET in $RATTLER_AUTH_FILE
+  s3           the AWS credential chain: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -30,10 +30,9 @@ import rattler_build
 from ssm_conda.console import Outcome, PipelineError, human_size, print_summary, print_table
 from ssm_conda.selection import selection_from_args
 from ssm_conda.upload.archives import LocalPackage, check_all, invalid_message, select_packages
-from ssm_conda.upload.credentials import lookup_keys, one_line
+from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.options import TARGET_CLASSES
 from ssm_conda.upload.options import configure as configure  # the subcommand's parser
-from ssm_conda.upload.served import wait_until_served
 from ssm_conda.upload.targets import Target
 
 Outcomes = dict[str, Outcome]  # filename -> its row in the summary
@@ -50,8 +49,6 @@ def run(args: argparse.Namespace) -> int:
     if invalid:
         stop(outcomes, invalid_message(invalid, output_dir))
     credential = target.find_credential()
-    if args.verbose:
-        print(f"auth storage keys for {target.server_url()}: {', '.join(lookup_keys(target.server_url()))}")
     if args.dry_run:  # what would go where; contacts no server
         print(f"dry run: {len(packages)} package(s) from {output_dir} to {target.name} {target.channel_display()}")
         print(f"credentials: {credential.describe() if credential else f'none found ({target.missing_credential_hint()})'}")
@@ -128,7 +125,8 @@ def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes)
 
 def make_served(target: Target, args: argparse.Namespace, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
     """Index where the target needs it (after a skip too: an interrupted run may not have), then poll
-    the repodata until it lists the uploads."""
+    the repodata until it lists the uploads. (A file an interrupted run put but never indexed is not
+    listed, so the next run puts it again.)"""
     uploaded = [p for p in packages if outcomes[p.filename].result == "uploaded"]
     if any(o.result in ("uploaded", "skipped") for o in outcomes.values()):
         try:
@@ -145,3 +143,27 @@ def make_served(target: Target, args: argparse.Namespace, packages: list[LocalPa
         else:
             outcome.detail = "listed in the channel's repodata"
     return next((f"{name}: uploaded but {why}" for name, why in problems.items()), None)
+
+
+def wait_until_served(target: Target, packages: list[LocalPackage], timeout_s: float,
+                      log: Callable[[str], None]) -> dict[str, str]:
+    """Poll the repodata until it lists every package, within `timeout_s`; returns filename -> problem."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.5
+    pending = list(packages)
+    problems: dict[str, str] = {}
+    while True:
+        for subdir in sorted({p.subdir for p in pending}):
+            listed = target.served(subdir)
+            for pkg in [p for p in pending if p.subdir == subdir and p.filename in listed]:
+                if listed[pkg.filename] not in ("", pkg.sha256):
+                    problems[pkg.filename] = "served with a different sha256"
+                pending.remove(pkg)
+        if not pending or time.monotonic() >= deadline:
+            break
+        log(f"waiting for {len(pending)} package(s) to be listed in the channel's repodata")
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 5.0)
+    for pkg in pending:
+        problems[pkg.filename] = f"not listed in {target.repodata_url(pkg.subdir)} after {timeout_s:.0f}s"
+    return problems

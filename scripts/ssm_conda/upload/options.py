@@ -77,8 +77,7 @@ def add_common_options(parser: argparse.ArgumentParser, on_target: bool = False)
         help="seconds to wait for uploaded packages to appear in the channel's repodata (default 180)")
     add("--no-verify", action="store_true", default=False, help="do not wait for the repodata to list the uploads")
     if on_target:  # cli gives `ssm-conda upload` its -v
-        add("-v", "--verbose", action="store_true", default=False,
-            help="more output (the auth-storage keys tried, each repodata poll)")
+        add("-v", "--verbose", action="store_true", default=False, help="more output (each repodata poll)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,14 +1,13 @@
-"""What a channel serves: its repodata over HTTP, polled until the uploads are listed."""
+"""What a channel serves: its repodata, read by py-rattler (and the HTTP reads of the credential checks)."""
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from ssm_conda.channels import fetch_repodata
 from ssm_conda.console import PipelineError
 from ssm_conda.upload.credentials import mask, one_line
 
@@ -44,43 +43,11 @@ def repodata_filenames(repodata: dict[str, Any]) -> dict[str, str]:
     return {name: str(rec.get("sha256", "")) for name, rec in records.items()}
 
 
-class Channel(Protocol):
-    """What waiting needs of an upload target (targets.Target): the repodata it serves."""
-
-    def served(self, subdir: str) -> dict[str, str]: ...
-
-    def repodata_url(self, subdir: str) -> str: ...
-
-
-class Uploaded(Protocol):
-    """What waiting needs of an uploaded package (archives.LocalPackage)."""
-
-    subdir: str
-    sha256: str
-
-    @property
-    def filename(self) -> str: ...
-
-
-def wait_until_served(target: Channel, packages: Sequence[Uploaded], timeout_s: float,
-                      log: Callable[[str], None]) -> dict[str, str]:
-    """Poll the repodata until it lists every package, within `timeout_s`; returns filename -> problem."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.5
-    pending = list(packages)
-    problems: dict[str, str] = {}
-    while True:
-        for subdir in sorted({p.subdir for p in pending}):
-            listed = target.served(subdir)
-            for pkg in [p for p in pending if p.subdir == subdir and p.filename in listed]:
-                if listed[pkg.filename] not in ("", pkg.sha256):
-                    problems[pkg.filename] = "served with a different sha256"
-                pending.remove(pkg)
-        if not pending or time.monotonic() >= deadline:
-            break
-        log(f"waiting for {len(pending)} package(s) to be listed in the channel's repodata")
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 2, 5.0)
-    for pkg in pending:
-        problems[pkg.filename] = f"not listed in {target.repodata_url(pkg.subdir)} after {timeout_s:.0f}s"
-    return problems
+def listed_in(channel_url: str, subdir: str, headers: dict[str, str]) -> dict[str, str]:
+    """filename -> sha256 of what the channel lists for `subdir` ({} while it has none), through py-rattler."""
+    try:
+        repodata = fetch_repodata(channel_url, subdir, headers)
+    except PipelineError as exc:
+        raise PipelineError(one_line(exc)) from exc
+    records = repodata.load_all_records() if repodata is not None else []
+    return {r.file_name: r.sha256.hex() if r.sha256 else "" for r in records}

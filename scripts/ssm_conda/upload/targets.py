@@ -1,26 +1,23 @@
 """Upload destinations served over HTTP: one small class per server, uploads through py-rattler-build.
 
-A target says where packages go and where its repodata is read, which credential it takes, and
-how to log in when there is none. S3 lives in s3.py.
+A target says where packages go and where its repodata is read, which key from the environment it
+takes, and how to log in when there is none. S3 lives in s3.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import re
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlparse
 
 import rattler_build
 
-from ssm_conda.console import PipelineError
+from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage
-from ssm_conda.upload.credentials import Credential, credential_from_entry, read_auth_file, register_secret, stored_entry
-from ssm_conda.upload.served import NotFound, http_get_json, repodata_filenames
+from ssm_conda.upload.credentials import AUTH_STORAGE, Credential, register_secret
+from ssm_conda.upload.served import NotFound, http_get_json, listed_in
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
 TRUSTED_PUBLISHING = "trusted publishing (GitHub Actions OIDC)"
@@ -38,26 +35,21 @@ class Target:
     label = ""
     help = ""
     env_var = ""
-    auth_kinds: tuple[str, ...] = ("BearerToken",)
+    login_flag = "--token"  # of `rattler-build auth login`: the kind of credential the server takes
 
     def __init__(self, args: argparse.Namespace, env: dict[str, str]):
         self.args = args
         self.env = env
-        self.auth_file, self.auth_entries = read_auth_file(env)
         self.credential: Credential | None = None
-        self._unusable: tuple[str, Any] | None = None  # an auth-file entry of a kind we cannot use
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         raise NotImplementedError
 
     # ---- where
-    def server_url(self) -> str:
-        """The URL rattler-build looks the credential up by."""
-        return self.args.url
-
     def host(self) -> str:
-        return urlparse(self.server_url()).hostname or self.server_url()
+        """What rattler's auth storage knows the server by."""
+        return urlparse(self.args.url).hostname or self.args.url
 
     def channel_url(self) -> str:
         """Where the channel is served: SUBDIR/repodata.json and SUBDIR/FILENAME below it."""
@@ -76,44 +68,30 @@ class Target:
     def find_credential(self) -> Credential | None:
         value = self.env.get(self.env_var)
         if value:
-            return Credential(f"${self.env_var}", token=register_secret(value), passed=True)
-        found = stored_entry(self.auth_entries, self.server_url())
-        if found:
-            credential = credential_from_entry(*found, self.auth_kinds, self.auth_file)
-            if credential is None:
-                self._unusable = found  # rattler-build stops at this entry too
-            return credential
-        if self.rattler_finds_credential():
-            return Credential("rattler-build's auth storage (keyring, ~/.rattler/credentials.json or ~/.netrc)")
-        return None
+            return Credential(f"${self.env_var}", token=register_secret(value))
+        return Credential(AUTH_STORAGE) if self.rattler_finds_credential() else None
 
     def rattler_finds_credential(self) -> bool:
         """Whether rattler-build finds a credential for this server in its auth storage: its upload
         functions look the credential up before they touch the files, so given none they send nothing."""
         try:
-            self.rattler_upload([], None, None)
+            self.rattler_upload([], None)
         except rattler_build.RattlerBuildError:
             return False
         return True
 
     def login_command(self) -> str:
-        flag = "--conda-token" if self.auth_kinds[0] == "CondaToken" else "--token"
-        return f"`rattler-build auth login {self.host()} {flag} TOKEN` (or `pixi auth login` likewise)"
+        return f"`rattler-build auth login {self.host()} {self.login_flag} TOKEN` (or `pixi auth login` likewise)"
 
     def missing_credential_hint(self) -> str:
-        hint = f"no credentials for {self.label}: set {self.env_var}, or log in with {self.login_command()}"
-        if self._unusable:
-            key, entry = self._unusable
-            holds = "/".join(entry) if isinstance(entry, dict) and entry else "nothing usable"
-            hint += f"; $RATTLER_AUTH_FILE[{key}] holds {holds}, {self.label} takes {'/'.join(self.auth_kinds)}"
-        return hint
+        return f"no credentials for {self.label}: set {self.env_var}, or log in with {self.login_command()}"
 
     def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
         """An error of the upload or of the credential check, with what to do about credentials. rattler-build's
         Quetz and Artifactory errors do not say the status ("Server responded with error"): with a stored
         credential the hint is given unless the error is clearly another."""
         credential = self.credential
-        if credential and credential.passed:
+        if credential and credential.token:
             return f"{message} ({credential.source} was refused)" if AUTH_FAILURE_RE.search(message) else message
         if credential and credential.source == TRUSTED_PUBLISHING:
             return message
@@ -128,36 +106,28 @@ class Target:
         """A cheap authenticated request, where the server has one, before anything is sent."""
 
     # ---- state on the server
+    def token(self) -> str | None:
+        return self.credential.token if self.credential else None
+
     def read_headers(self) -> dict[str, str]:
-        """Our repodata reads carry the credential where we know it (a keyring entry we do not)."""
-        credential = self.credential
-        if not credential or not credential.token:
-            return {}
-        if credential.username is not None:
-            pair = base64.b64encode(f"{credential.username}:{credential.token}".encode()).decode()
-            return {"Authorization": f"Basic {pair}"}
-        return {"Authorization": f"Bearer {credential.token}"}
+        """Our reads carry the key from the environment; rattler's client adds what its auth storage holds."""
+        return {"Authorization": f"Bearer {self.token()}"} if self.token() else {}
 
     def served(self, subdir: str) -> dict[str, str]:
         """filename -> sha256 of what the channel's repodata lists for `subdir` ({} if none yet)."""
-        try:
-            return repodata_filenames(http_get_json(self.repodata_url(subdir), self.read_headers(), self.label))
-        except NotFound:
-            return {}
+        return listed_in(self.channel_url(), subdir, self.read_headers())
 
     def already_present(self, packages: Sequence[LocalPackage]) -> dict[str, str]:
         subdirs = sorted({p.subdir for p in packages})
         return {name: sha256 for subdir in subdirs for name, sha256 in self.served(subdir).items()}
 
     # ---- sending
-    def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        """The py-rattler-build call. Without a key it looks the credential up itself: in `auth_file`
-        where we found it there, else in its whole auth storage."""
+    def rattler_upload(self, files: list[str], key: str | None) -> None:
+        """The py-rattler-build call. Without a key it looks the credential up in its auth storage."""
         raise NotImplementedError
 
     def upload(self, pkg: LocalPackage) -> None:
-        credential = self.credential or Credential("")
-        self.rattler_upload([str(pkg.path)], credential.token if credential.passed else None, credential.auth_file)
+        self.rattler_upload([str(pkg.path)], self.token())
 
     def after_upload(self, subdirs: set[str]) -> None:
         """Anything needed before the channel serves the new files (S3: indexing)."""
@@ -173,12 +143,17 @@ class PrefixTarget(Target):
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--channel", required=True, help="prefix.dev channel name")
         parser.add_argument("--url", default="https://prefix.dev", help="server URL (self-hosted instances)")
+        parser.add_argument("--generate-attestation", action="store_true",
+                            help="sign a sigstore attestation of each package (GitHub Actions, id-token: write)")
 
     def channel_url(self) -> str:
         return join(self.args.url, self.args.channel)
 
     def find_credential(self) -> Credential | None:
         oidc = self.env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and self.env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+        if self.args.generate_attestation and not oidc:
+            raise UsageError("--generate-attestation signs with the workflow's identity: run it in GitHub Actions "
+                             "with `permissions: id-token: write`")
         if oidc and not self.env.get(self.env_var):
             register_secret(oidc)
             return Credential(TRUSTED_PUBLISHING)  # rattler-build does the exchange
@@ -188,9 +163,10 @@ class PrefixTarget(Target):
         trusted = ", or run in GitHub Actions with `permissions: id-token: write` (trusted publishing)"
         return super().missing_credential_hint() + trusted
 
-    def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        rattler_build.upload_package_to_prefix(files, self.args.url, self.args.channel, api_key=key, auth_file=auth_file,
-                                               skip_existing=self.args.skip_existing)
+    def rattler_upload(self, files: list[str], key: str | None) -> None:
+        rattler_build.upload_package_to_prefix(files, self.args.url, self.args.channel, api_key=key,
+                                               skip_existing=self.args.skip_existing,
+                                               generate_attestation=self.args.generate_attestation)
 
 
 class AnacondaTarget(Target):
@@ -198,7 +174,7 @@ class AnacondaTarget(Target):
     help = "anaconda.org"
     label = "anaconda.org"
     env_var = "ANACONDA_API_KEY"
-    auth_kinds = ("CondaToken",)
+    login_flag = "--conda-token"
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
@@ -215,13 +191,13 @@ class AnacondaTarget(Target):
         return {}  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
 
     def check_credential(self) -> None:
-        if self.credential and self.credential.token:
+        if self.token():
             with contextlib.suppress(NotFound):  # an API without /user
-                http_get_json(join(self.args.url, "user"), {"Authorization": f"token {self.credential.token}"}, self.label)
+                http_get_json(join(self.args.url, "user"), {"Authorization": f"token {self.token()}"}, self.label)
 
-    def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
+    def rattler_upload(self, files: list[str], key: str | None) -> None:
         rattler_build.upload_package_to_anaconda(files, self.args.owner, channel=[self.args.label], api_key=key,
-                                                 url=self.args.url, force=False, auth_file=auth_file)
+                                                 url=self.args.url, force=False)
 
 
 class QuetzTarget(Target):
@@ -229,7 +205,7 @@ class QuetzTarget(Target):
     help = "a Quetz server"
     label = "quetz"
     env_var = "QUETZ_API_KEY"
-    auth_kinds = ("CondaToken",)
+    login_flag = "--conda-token"
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
@@ -240,7 +216,7 @@ class QuetzTarget(Target):
         return join(self.args.url, "get", self.args.channel)
 
     def read_headers(self) -> dict[str, str]:
-        return {"X-API-Key": self.credential.token} if self.credential and self.credential.token else {}
+        return {"X-API-Key": self.token()} if self.token() else {}
 
     def check_credential(self) -> None:
         if not self.read_headers():
@@ -254,8 +230,8 @@ class QuetzTarget(Target):
             message = f"quetz channel {self.args.channel!r} does not exist at {self.args.url} (create it first)"
             raise PipelineError(message) from exc
 
-    def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, api_key=key, auth_file=auth_file)
+    def rattler_upload(self, files: list[str], key: str | None) -> None:
+        rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, api_key=key)
 
 
 class ArtifactoryTarget(Target):
@@ -263,7 +239,6 @@ class ArtifactoryTarget(Target):
     help = "a JFrog Artifactory conda repository"
     label = "artifactory"
     env_var = "ARTIFACTORY_TOKEN"
-    auth_kinds = ("BearerToken", "BasicHTTP")
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
@@ -277,5 +252,5 @@ class ArtifactoryTarget(Target):
     def destination(self, pkg: LocalPackage) -> str:
         return join(self.args.url, self.args.channel, pkg.subdir, pkg.filename)
 
-    def rattler_upload(self, files: list[str], key: str | None, auth_file: Path | None) -> None:
-        rattler_build.upload_package_to_artifactory(files, self.args.url, self.args.channel, token=key, auth_file=auth_file)
+    def rattler_upload(self, files: list[str], key: str | None) -> None:
+        rattler_build.upload_package_to_artifactory(files, self.args.url, self.args.channel, token=key)

@@ -12,14 +12,15 @@ from unittest import mock
 import pytest
 import rattler_build
 from ssm_conda import cli
+from ssm_conda.channels import sha256_of
 from ssm_conda.matrix import Selection, plan
-from ssm_conda.sources import sha256_of
 from ssm_conda.upload import targets
 
 # (cuda, python, torch, GPU generation) of the fake packages, named exactly as the recipes name them
 VARIANTS = [("13.0", "3.12", "2.13", "all"), ("12.9", "3.12", "2.13", "all"), ("13.0", "3.11", "2.12", "sm90")]
 CREDENTIAL_ENV = ("PREFIX_API_KEY", "ANACONDA_API_KEY", "QUETZ_API_KEY", "ARTIFACTORY_TOKEN", "RATTLER_AUTH_FILE",
                   "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+                  "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
                   "ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
 UPLOAD_FUNCTIONS = ("upload_package_to_prefix", "upload_package_to_anaconda", "upload_package_to_artifactory",
                     "upload_package_to_quetz")
@@ -77,10 +78,11 @@ def clean_env(monkeypatch, tmp_path_factory) -> None:
     for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # boto3 would ask for an instance role
 
 
 class FakeServer:
-    """Stands in for the HTTP reads and for py-rattler-build's upload functions.
+    """Stands in for the channel reads, the credential checks and py-rattler-build's upload functions.
 
     The functions are autospecs of the real ones: a call that does not bind to the real signature
     raises TypeError. `calls` holds (function, bound arguments) of real uploads; a call without
@@ -100,22 +102,25 @@ class FakeServer:
         self.error = error
         self.lists_uploads = lists_uploads
         monkeypatch.setattr(targets, "http_get_json", self.get)
+        monkeypatch.setattr(targets, "listed_in", self.listed_in)
         for fn in UPLOAD_FUNCTIONS:
             real = getattr(rattler_build, fn)
             monkeypatch.setattr(rattler_build, fn, mock.create_autospec(real, side_effect=self._recorder(fn, real)))
 
     def get(self, url, headers=None, what="server"):
         self.urls.append((url, dict(headers or {})))
-        if url.endswith("repodata.json"):
-            return {"packages": {}, "packages.conda": dict(self.listed)}
         return []
+
+    def listed_in(self, channel_url, subdir, headers):
+        self.urls.append((targets.join(channel_url, subdir, "repodata.json"), dict(headers)))
+        return {name: record["sha256"] for name, record in self.listed.items()}
 
     def _recorder(self, fn: str, real: Callable) -> Callable:
         def record(*args, **kwargs):
             call = inspect.signature(real).bind(*args, **kwargs).arguments
             (self.calls if call["package_files"] else self.probes).append((fn, call))
             key = call.get("api_key", call.get("token"))
-            if key is None and call.get("auth_file") is None and not self.stored:
+            if key is None and not self.stored:
                 raise rattler_build.RattlerBuildError("No api key was given and none was found in the keychain / auth file")
             if not call["package_files"]:
                 return

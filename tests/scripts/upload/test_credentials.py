@@ -1,5 +1,6 @@
-"""Where credentials come from: the environment, $RATTLER_AUTH_FILE, or rattler-build's own auth
-storage (here ~/.rattler/credentials.json under a temporary HOME, read by the real py-rattler-build)."""
+"""Where credentials come from: the environment first, else rattler's own auth storage (here
+$RATTLER_AUTH_FILE or ~/.rattler/credentials.json under a temporary HOME, read by the real
+py-rattler-build), and for S3 the AWS credential chain as boto3 resolves it."""
 
 from __future__ import annotations
 
@@ -11,18 +12,7 @@ from ssm_conda import cli
 from ssm_conda.upload import credentials
 from ssm_conda.upload.options import TARGET_CLASSES
 
-
-@pytest.mark.parametrize(
-    ("url", "keys"),
-    [
-        ("https://repo.prefix.dev", ["repo.prefix.dev", "*.repo.prefix.dev", "*.prefix.dev", "*.dev"]),
-        ("http://127.0.0.1:8000", ["127.0.0.1"]),  # no port, no wildcards for an address
-        ("https://api.anaconda.org", ["api.anaconda.org", "*.api.anaconda.org", "*.anaconda.org", "*.org"]),
-        ("s3://bucket/some/channel", ["bucket", "s3://bucket/some/channel", "s3://bucket/some", "s3://bucket"]),
-    ],
-)
-def test_lookup_keys_follow_rattler(url, keys):
-    assert credentials.lookup_keys(url) == keys
+QUETZ = ["quetz", "--url", "https://q.example", "--channel", "c"]
 
 
 def target(args: list[str], env: dict[str, str]):
@@ -36,52 +26,64 @@ def write_json(path: Path, data: dict) -> Path:
     return path
 
 
-def test_auth_file_names_the_key_rattler_uses(tmp_path):
-    """The old lookup named the first wildcard in the file, whatever it matched."""
-    auth = write_json(tmp_path / "auth.json", {"*.example.org": {"BearerToken": "other-token-1"},
-                                               "*.prefix.dev": {"BearerToken": "prefix-token-2"}})
-    found = target(["prefix", "--channel", "c", "--url", "https://repo.prefix.dev"],
-                   {"RATTLER_AUTH_FILE": str(auth)}).find_credential()
-    assert found.source == "$RATTLER_AUTH_FILE[*.prefix.dev]" and found.token == "prefix-token-2"
-    assert found.auth_file == auth and not found.passed
-
-
-def test_a_key_with_a_port_is_not_what_rattler_reads(tmp_path):
-    """rattler looks up the host without its port: an entry under host:port is never used."""
-    auth = write_json(tmp_path / "auth.json", {"127.0.0.1:9": {"CondaToken": "never-used"}})
-    quetz = target(["quetz", "--url", "http://127.0.0.1:9", "--channel", "c"], {"RATTLER_AUTH_FILE": str(auth)})
-    assert quetz.find_credential() is None
-
-
 def test_environment_comes_first_and_is_passed(tmp_path):
-    auth = write_json(tmp_path / "auth.json", {"q.example": {"CondaToken": "from-file-1"}})
-    found = target(["quetz", "--url", "https://q.example", "--channel", "c"],
-                   {"RATTLER_AUTH_FILE": str(auth), "QUETZ_API_KEY": "from-env-2"}).find_credential()
-    assert (found.source, found.token, found.passed) == ("$QUETZ_API_KEY", "from-env-2", True)
+    write_json(Path.home() / ".rattler" / "credentials.json", {"q.example": {"CondaToken": "from-storage-1"}})
+    found = target(QUETZ, {"QUETZ_API_KEY": "from-env-2"}).find_credential()
+    assert (found.source, found.token) == ("$QUETZ_API_KEY", "from-env-2")
 
 
 @pytest.mark.parametrize(
     ("args", "entry", "found"),
     [
-        (["quetz", "--url", "https://q.example", "--channel", "c"], {"q.example": {"CondaToken": "x"}}, True),
-        (["quetz", "--url", "https://q.example", "--channel", "c"], {"q.example": {"BearerToken": "x"}}, False),
-        (["quetz", "--url", "https://q.example", "--channel", "c"], {"other.example": {"CondaToken": "x"}}, False),
+        (QUETZ, {"q.example": {"CondaToken": "x"}}, True),
+        (QUETZ, {"q.example": {"BearerToken": "x"}}, False),  # Quetz takes a CondaToken
+        (QUETZ, {"other.example": {"CondaToken": "x"}}, False),
+        (["quetz", "--url", "http://127.0.0.1:9", "--channel", "c"], {"127.0.0.1:9": {"CondaToken": "x"}}, False),
         (["prefix", "--channel", "c"], {"*.prefix.dev": {"BearerToken": "x"}}, True),
         (["anaconda", "--owner", "me"], {"api.anaconda.org": {"CondaToken": "x"}}, True),
         (["artifactory", "--url", "https://a.example/artifactory", "--channel", "c"],
          {"a.example": {"BasicHTTP": {"username": "u", "password": "p"}}}, True),
+        (["artifactory", "--url", "https://a.example/artifactory", "--channel", "c"], {"a.example": {"CondaToken": "x"}},
+         False),
     ],
 )
-def test_logged_in_user_is_found_in_rattlers_storage(monkeypatch, args, entry, found):
+@pytest.mark.parametrize("where", ["home", "RATTLER_AUTH_FILE"])
+def test_logged_in_user_is_found_in_rattlers_storage(args, entry, found, where, tmp_path):
     """`rattler-build auth login` without a keyring writes ~/.rattler/credentials.json; the real
     py-rattler-build is asked (no files, nothing sent) whether it finds a credential there."""
-    write_json(Path.home() / ".rattler" / "credentials.json", entry)
-    credential = target(args, {}).find_credential()
+    if where == "home":
+        env = {}
+        write_json(Path.home() / ".rattler" / "credentials.json", entry)
+    else:
+        env = {"RATTLER_AUTH_FILE": str(write_json(tmp_path / "auth.json", entry))}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        credential = target(args, env).find_credential()
     if found:
-        assert credential is not None and credential.token is None and not credential.passed
-        assert "rattler-build's auth storage" in credential.describe()
+        assert credential is not None and credential.token is None
+        assert "rattler's auth storage" in credential.describe()
     else:
         assert credential is None
+
+
+S3 = ["s3", "--channel", "s3://bucket/chan", "--region", "us-east-1"]
+
+
+def test_s3_keys_come_from_the_aws_credential_chain(monkeypatch, capsys):
+    assert target(S3, {}).find_credential() is None
+    config = Path.home() / ".aws" / "credentials"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[ci]\naws_access_key_id = AKIAPROFILE1\naws_secret_access_key = profile-secret-1\n")
+    monkeypatch.setenv("AWS_PROFILE", "ci")
+    s3 = target(S3, {})
+    assert s3.find_credential().source == "the AWS credential chain (shared-credentials-file)"
+    assert (s3.keys.access_key, s3.keys.secret_key) == ("AKIAPROFILE1", "profile-secret-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENV1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret-1")
+    s3 = target(S3, {})
+    assert s3.find_credential().source == "the AWS credential chain (env)" and s3.keys.access_key == "AKIAENV1"
+    assert credentials.mask("env-secret-1 profile-secret-1") == "**** ****"
 
 
 def test_masking_covers_every_registered_value():

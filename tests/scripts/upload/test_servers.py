@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
+from ssm_conda.matrix import Selection
 from ssm_conda.paths import cache_dir
+from ssm_conda.upload.archives import check_all, select_packages
+from ssm_conda.upload.command import wait_until_served
+from ssm_conda.upload.options import TARGET_CLASSES
 
 pytestmark = pytest.mark.servers
 
@@ -140,6 +144,21 @@ def probes(tmp_path_factory) -> dict[str, Path]:
     return {v: build_probe(tmp, tmp / "out", v) for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0")}
 
 
+def read_back(monkeypatch, args: list[str], env: dict[str, str], sha256: str | None = None) -> dict[str, str]:
+    """What the upload's read-back says of the local channel's packages (filename -> problem), with
+    each package's sha256 replaced by `sha256` where given."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    parsed = cli.parse_args(["upload", *args])
+    target = TARGET_CLASSES[parsed.target](parsed, dict(os.environ))
+    target.credential = target.find_credential()
+    local = select_packages(Path(parsed.output_dir), Selection())
+    assert check_all(local, Path(parsed.output_dir)) == []
+    for pkg in local:
+        pkg.sha256 = sha256 or pkg.sha256
+    return wait_until_served(target, local, 1.0, log=lambda _: None)
+
+
 # ------------------------------------------------------------------------------------- Quetz
 
 
@@ -203,6 +222,9 @@ def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
     assert re.search(rf"{re.escape(pkg.name)}\s.*uploaded", out), out
     assert quetz["key"] not in out
     assert pkg.name in quetz_repodata(quetz)
+    # the read-back holds the served sha256 to the local file's
+    assert read_back(monkeypatch, quetz_args(quetz, channel), env) == {}
+    assert read_back(monkeypatch, quetz_args(quetz, channel), env, "0" * 64) == {pkg.name: "served with a different sha256"}
 
     prefix = tmp_path / "prefix"
     installed = install_from(f"{quetz['url']}/get/{quetz['channel']}", prefix, tmp_path / "cache", PROBE)
@@ -264,7 +286,7 @@ def test_quetz_user_logged_in_with_rattler_build(quetz, probes, tmp_path, capsys
     credentials.write_text(json.dumps({"127.0.0.1": {"CondaToken": quetz["key"]}}))
     assert upload(monkeypatch, quetz_args(quetz, channel_with(tmp_path, [pkg], "out")), {}) == 0
     out = capsys.readouterr().out
-    assert "with rattler-build's auth storage" in out and quetz["key"] not in out
+    assert "with rattler's auth storage" in out and quetz["key"] not in out
     assert pkg.name in quetz_repodata(quetz)
 
 
@@ -275,7 +297,7 @@ def test_quetz_key_from_the_auth_file(quetz, probes, tmp_path, capsys, monkeypat
     channel = channel_with(tmp_path, [pkg], "out")
     assert upload(monkeypatch, quetz_args(quetz, channel), {"RATTLER_AUTH_FILE": str(auth)}) == 0
     out = capsys.readouterr().out
-    assert "with $RATTLER_AUTH_FILE[127.0.0.1] (****)" in out and quetz["key"] not in out
+    assert "with rattler's auth storage" in out and quetz["key"] not in out
     assert pkg.name in quetz_repodata(quetz)
 
 
@@ -346,6 +368,8 @@ def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
     # indexed: the bucket's repodata lists it (served over plain HTTP, path style)
     http_channel = f"{moto['url']}/{moto['bucket']}/channel"
     assert pkg.name in listed(get_json(f"{http_channel}/noarch/repodata.json"))
+    assert read_back(monkeypatch, s3_args(moto, channel), S3_ENV) == {}
+    assert read_back(monkeypatch, s3_args(moto, channel), S3_ENV, "f" * 64) == {pkg.name: "served with a different sha256"}
     prefix = tmp_path / "prefix"
     assert install_from(http_channel, prefix, tmp_path / "cache", PROBE) == [f"{PROBE}=0.1.0"]
     assert (prefix / "share" / PROBE / "hello.txt").read_text().strip() == "probe 0.1.0"

@@ -3,18 +3,9 @@ repodata reads, for prefix.dev, anaconda.org, Quetz and Artifactory."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import rattler_build
 from ssm_conda.upload import targets
-
-
-def auth_file(tmp_path, data: dict) -> dict[str, str]:
-    path = tmp_path / "auth.json"
-    path.write_text(json.dumps(data))
-    return {"RATTLER_AUTH_FILE": str(path)}
-
 
 # -------------------------------------------------------------------------- the fake's binding
 
@@ -24,7 +15,7 @@ def test_a_wrong_keyword_fails_the_run(upload_cli, fake_server, monkeypatch, cha
     (here Artifactory's `token` for Quetz) fails the test instead of being recorded."""
     fake_server()
 
-    def drifted(self, files, key, auth_file):
+    def drifted(self, files, key):
         rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, token=key)
 
     monkeypatch.setattr(targets.QuetzTarget, "rattler_upload", drifted)
@@ -44,7 +35,7 @@ def test_prefix_upload_request(upload_cli, fake_server, capsys, channel):
     call = server.calls[0][1]
     assert len(call.pop("package_files")) == 1
     assert call == {"url": "https://prefix.dev", "channels": "my-chan", "api_key": "pfx-secret-123",
-                    "auth_file": None, "skip_existing": False}
+                    "skip_existing": False, "generate_attestation": False}
     assert ("https://prefix.dev/my-chan/noarch/repodata.json", {"Authorization": "Bearer pfx-secret-123"}) in server.urls
     out = capsys.readouterr().out
     assert "pfx-secret-123" not in out and "$PREFIX_API_KEY (****)" in out
@@ -61,6 +52,17 @@ def test_prefix_trusted_publishing_passes_no_key(upload_cli, fake_server, capsys
     assert "trusted publishing" in out and "oidc-request-token" not in out
 
 
+def test_prefix_attestation_in_github_actions(upload_cli, fake_server, capsys, channel):
+    server = fake_server(stored=True)
+    args = ["prefix", "--channel", "c", "--torch", "2.12", "--generate-attestation", "--output-dir", str(channel)]
+    assert upload_cli(args) == 2  # outside GitHub Actions: no identity to sign with
+    assert "--generate-attestation signs with the workflow's identity" in capsys.readouterr().err
+    assert server.calls == [] and server.probes == []
+    env = {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.actions.example/x", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc-t"}
+    assert upload_cli(args, env) == 0
+    assert [call["generate_attestation"] for _, call in server.calls] == [True]
+
+
 def test_prefix_without_credentials(upload_cli, fake_server, capsys, channel):
     server = fake_server()
     assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)]) == 1
@@ -71,20 +73,6 @@ def test_prefix_without_credentials(upload_cli, fake_server, capsys, channel):
     assert server.calls == [] and [fn for fn, _ in server.probes] == ["upload_package_to_prefix"]
 
 
-def test_prefix_token_from_auth_file(upload_cli, fake_server, capsys, channel, tmp_path):
-    server = fake_server()
-    env = auth_file(tmp_path, {"*.example.org": {"BearerToken": "other-token-xyz"},
-                               "*.prefix.dev": {"BearerToken": "from-auth-file-xyz"}})
-    args = ["prefix", "--channel", "c", "--url", "https://repo.prefix.dev", "--cuda", "12.9", "--output-dir", str(channel)]
-    assert upload_cli(args, env) == 0
-    call = server.calls[0][1]
-    assert call["api_key"] is None and call["auth_file"] == tmp_path / "auth.json"  # rattler-build reads the entry
-    assert ("https://repo.prefix.dev/c/noarch/repodata.json", {"Authorization": "Bearer from-auth-file-xyz"}) in server.urls
-    out = capsys.readouterr().out
-    assert "from-auth-file-xyz" not in out and "$RATTLER_AUTH_FILE[*.prefix.dev] (****)" in out
-    assert "*.example.org" not in out
-
-
 # --------------------------------------------------------------- logged in with rattler-build
 
 
@@ -93,12 +81,12 @@ def test_logged_in_user_uploads_through_rattlers_storage(upload_cli, fake_server
     server = fake_server(stored=True)
     args = ["quetz", "--url", "https://q.example", "--channel", "c", "--cuda", "12.9", "--output-dir", str(channel)]
     assert upload_cli([*args, "--dry-run"]) == 0
-    assert "credentials: rattler-build's auth storage" in capsys.readouterr().out
+    assert "credentials: rattler's auth storage" in capsys.readouterr().out
     assert upload_cli(args) == 0
     assert [fn for fn, call in server.probes if call["api_key"] is None] == ["upload_package_to_quetz"] * 2
     call = server.calls[0][1]
-    assert call["api_key"] is None and call["auth_file"] is None
-    assert "with rattler-build's auth storage" in capsys.readouterr().out
+    assert call["api_key"] is None
+    assert "with rattler's auth storage" in capsys.readouterr().out
 
 
 def test_refused_stored_credential_says_how_to_log_in(upload_cli, fake_server, capsys, channel):
@@ -121,7 +109,7 @@ def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
     fn, call = server.calls[0]
     assert fn == "upload_package_to_anaconda" and len(call.pop("package_files")) == 1
     assert call == {"owner": "me", "channel": ["dev"], "api_key": "ana-secret-456", "url": "https://api.anaconda.org",
-                    "force": False, "auth_file": None}
+                    "force": False}
     urls = [u for u, _ in server.urls]
     assert urls[0] == "https://api.anaconda.org/user"
     assert "https://conda.anaconda.org/me/label/dev/noarch/repodata.json" in urls
@@ -131,34 +119,14 @@ def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
 # --------------------------------------------------------------------------------- artifactory
 
 
-def test_artifactory_upload_request(upload_cli, fake_server, capsys, channel, tmp_path):
+def test_artifactory_upload_request(upload_cli, fake_server, capsys, channel):
     server = fake_server()
-    env = auth_file(tmp_path, {"art.example.com": {"BasicHTTP": {"username": "u", "password": "art-pass-789"}}})
     args = ["artifactory", "--url", "https://art.example.com/artifactory", "--channel", "conda-local",
             "--cuda", "12.9", "--output-dir", str(channel)]
-    assert upload_cli(args, env) == 0
+    assert upload_cli(args, {"ARTIFACTORY_TOKEN": "art-token-789"}) == 0
     fn, call = server.calls[0]
-    assert (fn, call["url"], call["channels"], call["token"], call["auth_file"]) == (
-        "upload_package_to_artifactory", "https://art.example.com/artifactory", "conda-local", None,
-        tmp_path / "auth.json")
+    assert (fn, call["url"], call["channels"], call["token"]) == (
+        "upload_package_to_artifactory", "https://art.example.com/artifactory", "conda-local", "art-token-789")
     assert ("https://art.example.com/artifactory/api/conda/conda-local/noarch/repodata.json",
-            {"Authorization": "Basic dTphcnQtcGFzcy03ODk="}) in server.urls
-    assert "art-pass-789" not in capsys.readouterr().out
-
-
-def test_artifactory_wrong_auth_kind_names_the_entry(upload_cli, fake_server, capsys, channel, tmp_path):
-    server = fake_server(stored=True)
-    env = auth_file(tmp_path, {"art.example.com": {"CondaToken": "nope-nope"}})
-    args = ["artifactory", "--url", "https://art.example.com/artifactory", "--channel", "x", "--output-dir", str(channel)]
-    assert upload_cli(args, env) == 1
-    err = capsys.readouterr().err
-    assert "no credentials for artifactory: set ARTIFACTORY_TOKEN" in err
-    assert "$RATTLER_AUTH_FILE[art.example.com] holds CondaToken, artifactory takes BearerToken/BasicHTTP" in err
-    assert server.calls == [] and server.probes == []
-
-
-def test_broken_auth_file(upload_cli, capsys, channel, tmp_path):
-    (tmp_path / "auth.json").write_text("{not json")
-    args = ["quetz", "--url", "http://127.0.0.1:9", "--channel", "c", "--output-dir", str(channel)]
-    assert upload_cli(args, {"RATTLER_AUTH_FILE": str(tmp_path / "auth.json")}) == 1
-    assert "is not a readable JSON file" in capsys.readouterr().err
+            {"Authorization": "Bearer art-token-789"}) in server.urls
+    assert "art-token-789" not in capsys.readouterr().out
