@@ -1,10 +1,9 @@
-"""What the machine's GPUs and NVIDIA driver are: from nvidia-smi, conda's virtual packages or torch.
+"""What the machine's GPUs and NVIDIA driver are: from nvidia-smi and conda's virtual packages.
 
 The driver's CUDA version and the lowest compute capability come from py-rattler's virtual package
 detection (`__cuda`, `__cuda_arch`: what a conda or pixi solve sees); nvidia-smi names every GPU
 with its compute capability and the driver version. Every probe answers "nothing" (None or [])
-instead of raising when there is no driver, no GPU or no torch, so callers work on build machines
-without a GPU.
+instead of raising when there is no driver or no GPU, so callers work on build machines without one.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from rattler import VirtualPackage, VirtualPackageOverrides
 
@@ -21,8 +20,6 @@ from ssm_conda.archs import version_key
 
 CAP_RE = re.compile(r"\d+\.\d+")
 SMI_CUDA_RE = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
-PROC_DRIVER_RE = re.compile(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)")
-PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 
 # Oldest Linux driver per CUDA major (minor-version compatibility: every 12.x runs on 525+,
 # every 13.x on 580+) and the driver each toolkit release ships with (NVIDIA's release notes).
@@ -52,7 +49,7 @@ class DriverInfo:
     version: str | None = None  # "580.65.06"
     cuda: str | None = None  # highest CUDA the driver supports, "13.0"
     gpus: list[GpuInfo] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)  # "nvidia-smi", "py-rattler", "/proc"
+    sources: list[str] = field(default_factory=list)  # "nvidia-smi", "py-rattler"
     errors: list[str] = field(default_factory=list)
 
 
@@ -84,11 +81,9 @@ def query_nvidia_smi() -> DriverInfo | None:
         return subprocess.run([smi, *args], capture_output=True, text=True, timeout=30, check=False)
 
     try:
+        # drivers before 510 lack compute_cap: they run no CUDA packaged here (12.x needs 525+), so they count as failing
         fields = ["index", "name", "compute_cap", "driver_version"]
         result = run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader")
-        if result.returncode != 0:  # drivers before 510 lack compute_cap
-            fields.remove("compute_cap")
-            result = run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader")
         if result.returncode != 0:
             message = (result.stdout + result.stderr).strip().splitlines()
             info.errors.append(f"nvidia-smi failed: {message[0] if message else result.returncode}")
@@ -110,52 +105,18 @@ def query_nvidia_smi() -> DriverInfo | None:
     return info
 
 
-def driver_version_from_proc(path: str = PROC_DRIVER_VERSION) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            match = PROC_DRIVER_RE.search(fh.read())
-    except OSError:
-        return None
-    return match.group(1) if match else None
-
-
-def driver_info(
-    virtual: Callable[[], CudaVirtualPackages] | None = None, proc: Callable[[], str | None] | None = None
-) -> DriverInfo:
-    """Everything known about the driver: nvidia-smi, conda's virtual packages, then /proc."""
+def driver_info(virtual: Callable[[], CudaVirtualPackages] | None = None) -> DriverInfo:
+    """Everything known about the driver: nvidia-smi, then conda's virtual packages."""
     info = query_nvidia_smi() or DriverInfo()
     packages = (virtual or detect_cuda_virtual_packages)()
     if packages.cuda is not None:
         info.cuda = packages.cuda  # what a conda solve sees; nvidia-smi's header says the same
         info.sources.append("py-rattler")
-    # GPUs nvidia-smi listed without a compute capability (drivers before 510) get __cuda_arch's where
-    # their model is the one __cuda_arch names; without nvidia-smi it stands for one GPU.
-    if packages.cuda is not None and packages.arch is not None:
-        info.gpus = [replace(g, compute_cap=packages.arch) if not g.compute_cap and g.name == packages.arch_model else g
-                     for g in info.gpus] or [GpuInfo(0, packages.arch_model or "?", packages.arch)]
-    if info.version is None:
-        info.version = (proc or driver_version_from_proc)()
-        info.sources += ["/proc"] if info.version is not None else []
+    if not info.gpus and packages.cuda is not None and packages.arch is not None:  # no nvidia-smi: __cuda_arch's GPU
+        info.gpus = [GpuInfo(0, packages.arch_model or "?", packages.arch)]
     return info
 
 
-def compute_capabilities_from_driver() -> list[str]:
-    """Compute capabilities ("9.0") of the GPUs the driver reports, one per GPU; [] without a driver."""
-    return [g.compute_cap for g in driver_info(proc=lambda: None).gpus if g.compute_cap]
-
-
-def compute_capabilities_from_torch() -> list[str]:
-    """Compute capabilities torch sees; [] without torch, CUDA or devices."""
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return []
-        return ["{}.{}".format(*torch.cuda.get_device_capability(i)) for i in range(torch.cuda.device_count())]
-    except Exception:  # no torch, or a broken driver or runtime: "no GPU" here
-        return []
-
-
 def detect_compute_capabilities() -> list[str]:
-    """The distinct compute capabilities present, driver first, then torch; sorted."""
-    return sorted(set(compute_capabilities_from_driver() or compute_capabilities_from_torch()), key=version_key)
+    """The distinct compute capabilities of the GPUs the driver reports, sorted; [] without a driver."""
+    return sorted({g.compute_cap for g in driver_info().gpus if g.compute_cap}, key=version_key)

@@ -95,7 +95,6 @@ def test_nvidia_smi_gpus_driver_and_cuda(only_fake_path: Path) -> None:
 
 def test_native_detection_uses_nvidia_smi(only_fake_path: Path) -> None:
     write_fake_smi(only_fake_path, H100_B200)
-    assert gpu.compute_capabilities_from_driver() == ["9.0", "10.0", "9.0"]
     assert gpu.detect_compute_capabilities() == ["9.0", "10.0"]  # distinct, sorted numerically
     # build.py --arch native goes through variants.parse_arch_list with the default detector
     assert cuda130_file().resolve_arch("native") == "9.0;10.0"
@@ -109,8 +108,8 @@ def test_native_detection_sorts_numerically(only_fake_path: Path) -> None:
 
 def test_no_nvidia_smi_means_no_gpu(only_fake_path: Path) -> None:
     assert gpu.query_nvidia_smi() is None
-    assert gpu.compute_capabilities_from_driver() == []
-    info = gpu.driver_info(proc=lambda: None)
+    assert gpu.detect_compute_capabilities() == []
+    info = gpu.driver_info()
     assert info.version is None and info.cuda is None and info.gpus == []
 
 
@@ -119,35 +118,25 @@ def test_failing_nvidia_smi_means_no_gpu(only_fake_path: Path) -> None:
     info = gpu.query_nvidia_smi()
     assert info is not None and info.gpus == []
     assert "couldn't communicate" in info.errors[0]
-    assert gpu.compute_capabilities_from_driver() == []
+    assert gpu.detect_compute_capabilities() == []
 
 
 def test_native_without_gpu_is_a_usage_error(only_fake_path: Path) -> None:
     write_fake_smi(only_fake_path, "", fail_all=True)
-    if gpu.compute_capabilities_from_torch():
-        pytest.skip("torch sees a GPU here")
+    if gpu.detect_cuda_virtual_packages().arch:
+        pytest.skip("the driver reports a GPU here")
     with pytest.raises(UsageError, match="found no GPU"):
         cuda130_file().resolve_arch("native")
 
 
 def test_old_driver_without_compute_cap_field(only_fake_path: Path) -> None:
+    """Drivers before 510 lack compute_cap (and run no CUDA packaged here): nvidia-smi counts as failed."""
     write_fake_smi(only_fake_path, "0, Tesla V100-SXM2-16GB, 7.0, 470.256.02\n", fail_compute_cap=True)
     info = gpu.query_nvidia_smi()
-    assert info is not None
-    assert info.version == "470.256.02"
-    assert [(g.name, g.compute_cap) for g in info.gpus] == [("Tesla V100-SXM2-16GB", "")]
-    assert gpu.compute_capabilities_from_driver() == []
-
-
-def test_nvidia_smi_not_available_falls_back_to_proc(tmp_path: Path, only_fake_path: Path) -> None:
-    proc = tmp_path / "version"
-    proc.write_text(
-        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  (dvs-builder@U16)\n"
-        "GCC version:  gcc version 12.3.0\n"
-    )
-    assert gpu.driver_version_from_proc(str(proc)) == "580.65.06"
-    info = gpu.driver_info(proc=lambda: gpu.driver_version_from_proc(str(proc)))
-    assert info.version == "580.65.06" and info.sources == ["/proc"]
+    assert info is not None and info.gpus == []
+    assert info.errors == ['nvidia-smi failed: Field "compute_cap" is not a valid field to query.']
+    info = gpu.driver_info(virtual=lambda: gpu.CudaVirtualPackages("11.4", "7.0", "Tesla V100-SXM2-16GB"))
+    assert info.cuda == "11.4" and info.gpus == [gpu.GpuInfo(0, "Tesla V100-SXM2-16GB", "7.0")]  # __cuda_arch's
 
 
 def test_rattler_reports_the_conda_override_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,22 +163,8 @@ def test_driver_cuda_comes_from_rattler(only_fake_path: Path) -> None:
     assert [g.compute_cap for g in info.gpus] == ["9.0", "10.0", "9.0"]  # nvidia-smi's, per GPU
 
 
-def test_cuda_arch_fills_in_for_an_old_nvidia_smi(only_fake_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    query = "0, NVIDIA B300, 10.3, 470.1\n1, NVIDIA B300, 10.3, 470.1\n2, Tesla T4, 7.5, 470.1\n"
-    write_fake_smi(only_fake_path, query, fail_compute_cap=True)
-    # __cuda_arch is the lowest capability with its model: it fills in only GPUs of that model
-    packages = gpu.CudaVirtualPackages("13.0", "10.3", "NVIDIA B300")
-    info = gpu.driver_info(virtual=lambda: packages)
-    assert info.version == "470.1"  # nvidia-smi's
-    assert [(g.name, g.compute_cap) for g in info.gpus] == [("NVIDIA B300", "10.3"), ("NVIDIA B300", "10.3"),
-                                                            ("Tesla T4", "")]
-    monkeypatch.setattr(gpu, "detect_cuda_virtual_packages", lambda: packages)
-    assert gpu.compute_capabilities_from_driver() == ["10.3", "10.3"]
-
-
 def test_cuda_arch_without_nvidia_smi_is_one_gpu(only_fake_path: Path) -> None:
-    info = gpu.driver_info(virtual=lambda: gpu.CudaVirtualPackages("12.9", "8.0", "NVIDIA A100-SXM4-80GB"),
-                           proc=lambda: "575.57.08")
-    assert info.cuda == "12.9" and info.version == "575.57.08"
+    info = gpu.driver_info(virtual=lambda: gpu.CudaVirtualPackages("12.9", "8.0", "NVIDIA A100-SXM4-80GB"))
+    assert info.cuda == "12.9" and info.version is None  # the driver's version only nvidia-smi says
     assert info.gpus == [gpu.GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0")]
-    assert info.sources == ["py-rattler", "/proc"]
+    assert info.sources == ["py-rattler"]

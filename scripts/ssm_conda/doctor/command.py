@@ -67,8 +67,8 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
     interpreter = _interpreter(args.interpreter)
     if not args.variants_dir.is_dir():
         raise UsageError(f"--variants-dir {str(args.variants_dir)!r}: no such directory")
-    files = load_variant_files(args.variants_dir)
     facts = gather_facts(interpreter, probes, import_torch=not args.no_import)
+    files = load_variant_files(args.variants_dir, facts.platform)  # linux-aarch64's lists have 8.7 (Jetson Orin)
     if args.verbose:  # where the facts came from, on stderr so that --json stays clean
         print(f"driver facts from: {', '.join(facts.driver.sources) or 'nothing'}", file=sys.stderr)
         for error in facts.driver.errors:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
     package = args.package or default_package(facts)
     version = package_version(package)
-    gates = {f.cuda: generation_gates(f, package) for f in files}
+    gates = {f.cuda: generation_gates(f, package, facts.platform) for f in files}
     advice = advise(facts, files, args.channel or default_channel(), version, package, gates)
     print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
     return 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from ssm_conda.archs import version_key
 from ssm_conda.machine import DriverInfo, driver_info
+from ssm_conda.matrix import TARGET_PLATFORM
 from ssm_conda.paths import REPO_ROOT
 
 PACKAGE = "causal-conv1d"
@@ -110,6 +111,7 @@ class Facts:
     env: EnvInfo
     nvcc: NvccInfo | None
     conda_override_cuda: str | None = None
+    platform: str = TARGET_PLATFORM  # conda's name of this machine's platform: whose packages it installs
 
     @property
     def compute_caps(self) -> list[str]:
@@ -218,6 +220,7 @@ class Probes:  # where facts come from; tests replace any of these
     interpreter: Callable[[str, bool], InterpreterInfo] = probe_interpreter
     nvcc: Callable[[Mapping[str, str]], NvccInfo | None] = find_nvcc
     conda_records: Callable[[str | None], dict[str, tuple[str, str]]] = conda_records
+    platform: str = TARGET_PLATFORM
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -232,4 +235,5 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
     for name, attr in ((n, a) for n, a in DIST_FIELDS.items() if n in records):
         version, build = records[name]
         setattr(interp, attr, replace(getattr(interp, attr) or InstalledDist(version, "conda"), conda_build=build))
-    return Facts(probes.driver(), interp, env, probes.nvcc(probes.environ), probes.environ.get("CONDA_OVERRIDE_CUDA") or None)
+    return Facts(probes.driver(), interp, env, probes.nvcc(probes.environ), probes.environ.get("CONDA_OVERRIDE_CUDA") or None,
+                 probes.platform)

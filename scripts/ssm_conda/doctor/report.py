@@ -42,6 +42,7 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
         rows.append(("GPU", "none visible"))
     return [
         *rows,
+        ("Platform", facts.platform),
         ("Python", f"{interp.version or '?'} ({interp.executable})"),
         ("torch", _torch_row(interp.torch)),
         ("nvcc", f"{facts.nvcc.version or '?'} ({facts.nvcc.path})" if facts.nvcc else "not found"),

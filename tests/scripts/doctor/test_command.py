@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
+from ssm_conda.dev import subcommand
 from ssm_conda.doctor import command
 from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
 from ssm_conda.doctor.report import SCHEMA
-from ssm_conda.machine import DriverInfo
+from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import load_variant_files
 from ssm_conda.paths import REPO_ROOT
 
@@ -23,7 +24,7 @@ ADVICE_KEYS = {"cuda", "variant_file", "python", "torch", "reason", "build_strin
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    argv, env = cli.subcommand("doctor", *args)
+    argv, env = subcommand("doctor", *args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
 
 
@@ -48,7 +49,7 @@ def test_real_machine_json_is_all_of_stdout() -> None:
     data = json.loads(result.stdout)  # nothing else on stdout, even with -v
     assert "driver facts from:" in result.stderr
     assert data["schema"] == SCHEMA and set(data) == {"schema", "facts", "advice"}
-    assert set(data["facts"]) == {"driver", "interpreter", "env", "nvcc", "conda_override_cuda"}
+    assert set(data["facts"]) == {"driver", "interpreter", "env", "nvcc", "conda_override_cuda", "platform"}
     assert set(data["facts"]["driver"]) == {"version", "cuda", "gpus", "sources", "errors"}
     assert data["facts"]["interpreter"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert set(data["advice"]) == ADVICE_KEYS
@@ -119,3 +120,28 @@ def test_package_version_is_what_the_recipe_renders_to(monkeypatch) -> None:
 
     monkeypatch.setattr(command, "rendered_recipe", no_recipe)  # an installed tooling, no recipes
     assert command.package_version("mamba-ssm") == "2.3.2.post1"
+
+
+@pytest.mark.parametrize(
+    ("platform", "gpu", "generation", "archs"),
+    [
+        # Jetson AGX Orin (8.7): only linux-aarch64's lists carry 8.7 itself
+        ("linux-aarch64", GpuInfo(0, "Orin (nvgpu)", "8.7"), "sm8x", "8.0;8.6;8.7+PTX"),
+        ("linux-64", GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0"), "sm8x", "8.0;8.6+PTX"),
+        ("linux-aarch64", GpuInfo(0, "NVIDIA GH200 480GB", "9.0"), "sm90", "9.0+PTX"),  # Grace Hopper
+        ("linux-aarch64", GpuInfo(0, "NVIDIA Thor", "11.0"), "all", "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"),
+    ],
+)
+def test_an_aarch64_machine_gets_the_aarch64_build(platform, gpu, generation, archs, capsys) -> None:
+    """Faked machine facts: the platform decides which variant files' lists the advice reads."""
+    probes = Probes(driver=lambda: driver("13.0", gpus=[gpu]), nvcc=lambda _env: None, environ={},
+                    interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere"),
+                    conda_records=lambda _prefix: {}, platform=platform)
+    args = cli.parse_args(["doctor", "--json", "--channel", "https://prefix.dev/mamba-kernels"])
+    assert command.run(args, probes=probes) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["facts"]["platform"] == platform
+    assert data["advice"]["generation"] == generation
+    label = "all-architecture" if generation == "all" else generation
+    assert f"the {label} build ({archs}) is this machine's" in " ".join(data["advice"]["notes"])
+    assert not [w for w in data["advice"]["warnings"] if w["code"] == "arch-not-packaged"]
