@@ -1,9 +1,15 @@
-"""Print the CI build matrix as JSON for GitHub Actions' fromJSON: one entry per file in variants/.
+"""The CI jobs, from variants/ alone: one per (CUDA, pytorch minor, GPU generation), building
+causal-conv1d and then mamba-ssm for every Python of its file, so that every Python after the first
+compiles from the job's compiler cache.
 
-    ssm-conda ci-matrix            # {"include": [{"name": "cuda129", "cuda": "12.9", ...}, ...]}
-    ssm-conda ci-matrix --github-output   # also append matrix=<json> to $GITHUB_OUTPUT
+    ssm-conda ci-matrix                   # {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
+    ssm-conda ci-matrix --github-output   # also append matrix=<json> to $GITHUB_OUTPUT (fromJSON)
+    ssm-conda ci-matrix --durations       # each job's expected time, cold and from the last run's cache
 
-variants/ is the only list of variants: the workflow never repeats it.
+The expected times come from figures measured on 2 cores. On more cores they are an upper bound:
+a build runs one nvcc per source, and the longest source compiles its architectures with
+NVCC_THREADS = cores / MAX_JOBS threads, so 4 cores (MAX_JOBS=2) speed a multi-architecture build up
+by at most 2 and a one-architecture generation hardly at all.
 """
 
 from __future__ import annotations
@@ -11,46 +17,87 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ssm_conda.console import PipelineError, UsageError
-from ssm_conda.matrix import Selection, VariantFile, load_variant_files, plan
+from ssm_conda.archs import parse_arch_list
+from ssm_conda.console import PipelineError, UsageError, human_duration, print_table
+from ssm_conda.matrix import Selection, load_variant_files, plan
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
-
-def matrix_entry(vfile: VariantFile) -> dict[str, object]:
-    """A job, with how many packages it builds as rattler-build renders the recipes for the file."""
-    planned = plan(Selection(cuda=vfile.cuda), files=[vfile])
-    return {
-        "name": vfile.path.stem,
-        "file": vfile.display_path,
-        "cuda": vfile.cuda,
-        "cuda_major": vfile.cuda.split(".")[0],
-        "variants": sum(v.package == PACKAGES[0] for v in planned),  # per package: they share variants/
-        "packages": len(planned),
-    }
+# Measured on 2 cores against the stand-in channel, CUDA 13.0 (docs/ci.md says how to reproduce them):
+COLD_S = {"causal-conv1d": 356, "mamba-ssm": 419}  # the first Python, empty cache, sm90 (one architecture)
+CACHED_S = {"causal-conv1d": 60, "mamba-ssm": 76}  # each further Python, compiled from the cache
+# causal-conv1d without cache: 6m35s for one architecture, 45m16s for eight; cold time = base + each x archs
+ARCH_BASE_S, ARCH_EACH_S = 63, 332
+SETUP_S = 600  # per job: pixi, the CUDA compiler and pytorch downloaded and installed (an allowance, not measured)
+RUNNER_LIMIT_S = 6 * 3600  # GitHub-hosted jobs stop at 6 hours
+MARGIN = 2.0  # the longest cold job must fit this many times into the limit
 
 
-def build_matrix(directory: Path = VARIANTS_DIR) -> dict[str, list[dict[str, object]]]:
+def cold_seconds(package: str, archs: int) -> float:
+    """A package's first build of a job with an empty cache, scaled from sm90 by its architecture count."""
+    return COLD_S[package] * (ARCH_BASE_S + ARCH_EACH_S * archs) / (ARCH_BASE_S + ARCH_EACH_S)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str  # cuda130-torch2.13-sm90
+    file: str
+    cuda: str
+    torch: str
+    generation: str
+    archs: str
+    packages: int
+    cold_minutes: int  # an empty compiler cache
+    cached_minutes: int  # every compile from the last run's cache (a recipe-only change)
+
+
+def jobs(directory: Path = VARIANTS_DIR) -> list[Job]:
     try:
         files = load_variant_files(directory)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise PipelineError(f"a file in {directory} is not a valid variant file: {exc}") from exc
     if not files:
         raise PipelineError(f"no variant files (*.yaml) in {directory}")
-    names = [f.path.stem for f in files]
-    if len(set(names)) != len(names):
-        raise PipelineError(f"duplicate variant file names in {directory}: {names}")
-    return {"include": [matrix_entry(f) for f in files]}
+    found = []
+    for vfile in files:
+        planned = plan(Selection(cuda=vfile.cuda), files=[vfile])
+        packages = Counter((v.torch, v.generation) for v in planned)
+        for torch, generation in packages:  # in the plan's order
+            archs = len(parse_arch_list(vfile.generations[generation]))
+            pythons = packages[torch, generation] // len(PACKAGES)
+            cold = SETUP_S + sum(cold_seconds(p, archs) + (pythons - 1) * CACHED_S[p] for p in PACKAGES)
+            cached = SETUP_S + pythons * sum(CACHED_S.values())
+            found.append(Job(f"cuda{vfile.cuda.replace('.', '')}-torch{torch}-{generation}", vfile.display_path,
+                             vfile.cuda, torch, generation, vfile.generations[generation],
+                             packages[torch, generation], round(cold / 60), round(cached / 60)))
+    return found
+
+
+def print_durations(found: list[Job]) -> None:
+    rows = [(j.name, j.packages, j.archs, human_duration(60 * j.cold_minutes), human_duration(60 * j.cached_minutes))
+            for j in found]
+    print_table(["job", "packages", "architectures", "cold (2 cores)", "from the cache"], rows)
+    longest = max(found, key=lambda j: j.cold_minutes)
+    print(f"{len(found)} jobs, {sum(j.packages for j in found)} packages; longest: {longest.name}, "
+          f"{longest.cold_minutes} min cold, {RUNNER_LIMIT_S / 60 / longest.cold_minutes:.1f}x within the 6 h "
+          f"job limit (required: {MARGIN}x)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants-dir", default=str(VARIANTS_DIR), help="default: variants/")
     parser.add_argument("--github-output", action="store_true", help="append matrix=<json> to $GITHUB_OUTPUT")
+    parser.add_argument("--durations", action="store_true", help="print each job's expected time instead of JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    text = json.dumps(build_matrix(Path(args.variants_dir)), separators=(",", ":"))
+    found = jobs(Path(args.variants_dir))
+    if args.durations:
+        print_durations(found)
+        return 0
+    text = json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":"))
     print(text)
     if args.github_output:
         target = os.environ.get("GITHUB_OUTPUT")

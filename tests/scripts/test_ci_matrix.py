@@ -1,32 +1,56 @@
-"""ssm-conda ci-matrix: the workflow's matrix comes from variants/ and nowhere else."""
+"""ssm-conda ci-matrix: the workflow's jobs come from variants/ and nowhere else, and each fits a runner."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from pathlib import Path
+from collections import Counter
 
 import pytest
 import yaml
 from ssm_conda import ci_matrix, cli
-from ssm_conda.paths import REPO_ROOT, VARIANTS_DIR
+from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
-from tests.rendered import variants
+from tests.rendered import whole_matrix
 
 
-def test_one_entry_per_variant_file():
-    matrix = ci_matrix.build_matrix()
-    files = sorted(VARIANTS_DIR.glob("*.yaml"))
-    assert len(matrix["include"]) == len(files)
-    for entry in matrix["include"]:
-        data = yaml.safe_load((REPO_ROOT / entry["file"]).read_text())
-        assert entry["cuda"] == str(data["cuda_compiler_version"][0])
-        assert entry["cuda_major"] == entry["cuda"].split(".")[0]
-        assert entry["name"] == Path(entry["file"]).stem
-        # what rattler-build renders for the file, not the formula again (it counted 10 for 50)
-        assert entry["variants"] == len(variants(cuda=entry["cuda"], package="causal-conv1d"))
-        assert entry["packages"] == len(variants(cuda=entry["cuda"]))
+def test_one_job_per_cuda_torch_and_generation():
+    """Each job is one (CUDA, torch, generation) that rattler-build renders, with both packages for every Python."""
+    rendered = Counter((v.cuda, v.torch, v.generation) for v in whole_matrix())
+    jobs = ci_matrix.jobs()
+    assert [(j.cuda, j.torch, j.generation) for j in jobs] == list(rendered)
+    for job in jobs:
+        assert job.packages == rendered[job.cuda, job.torch, job.generation]
+        assert job.name == f"cuda{job.cuda.replace('.', '')}-torch{job.torch}-{job.generation}"
+        pythons = {v.python for v in whole_matrix() if (v.cuda, v.torch, v.generation) == (job.cuda, job.torch, job.generation)}
+        assert job.packages == len(pythons) * len(PACKAGES)
+        assert job.archs == next(v.archs for v in whole_matrix() if v.generation == job.generation and v.cuda == job.cuda)
+    assert sum(j.packages for j in jobs) == len(whole_matrix())
+
+
+def test_the_longest_job_fits_the_runner_with_the_margin():
+    longest = max(ci_matrix.jobs(), key=lambda j: j.cold_minutes)
+    assert longest.generation == "all"  # the most architectures
+    assert longest.cold_minutes * 60 * ci_matrix.MARGIN <= ci_matrix.RUNNER_LIMIT_S
+
+
+def test_cold_time_grows_with_the_architectures_and_the_cache_saves_it():
+    for package in PACKAGES:
+        assert ci_matrix.cold_seconds(package, 1) == ci_matrix.COLD_S[package]
+        assert ci_matrix.cold_seconds(package, 8) / ci_matrix.cold_seconds(package, 1) == pytest.approx(45.3 / 6.6, rel=0.02)
+    jobs = {j.generation: j for j in ci_matrix.jobs() if j.cuda == "13.0" and j.torch == "2.13"}
+    assert jobs["all"].cold_minutes > jobs["sm8x"].cold_minutes > jobs["sm90"].cold_minutes
+    assert {j.cached_minutes for j in jobs.values()} == {jobs["sm90"].cached_minutes}  # the cache makes them alike
+    assert jobs["sm90"].cached_minutes < jobs["sm90"].cold_minutes
+
+
+def test_durations_table(capsys):
+    assert cli.main(["ci-matrix", "--durations"]) == 0
+    out = capsys.readouterr().out
+    assert "cuda130-torch2.13-sm90" in out and "from the cache" in out
+    assert f"{len(ci_matrix.jobs())} jobs, {len(whole_matrix())} packages; longest: cuda130-torch" in out
+    assert "within the 6 h job limit (required: 2.0x)" in out
 
 
 def test_script_prints_json_for_fromjson(tmp_path):
@@ -36,7 +60,9 @@ def test_script_prints_json_for_fromjson(tmp_path):
         capture_output=True, text=True, check=True, env={"GITHUB_OUTPUT": str(out), "PATH": "/usr/bin:/bin"},
     )
     printed = json.loads(result.stdout)
-    assert printed == ci_matrix.build_matrix()
+    assert [job["name"] for job in printed["include"]] == [j.name for j in ci_matrix.jobs()]
+    assert set(printed["include"][0]) == {"name", "file", "cuda", "torch", "generation", "archs", "packages",
+                                          "cold_minutes", "cached_minutes"}
     assert result.stdout.count("\n") == 1  # one line: `fromJSON` reads it from a step output
     assert out.read_text() == f"matrix={result.stdout}"
 
@@ -44,11 +70,12 @@ def test_script_prints_json_for_fromjson(tmp_path):
 def test_new_variant_file_is_picked_up(tmp_path):
     for f in VARIANTS_DIR.glob("*.yaml"):
         (tmp_path / f.name).write_text(f.read_text())
-    data = yaml.safe_load((VARIANTS_DIR / "cuda130.yaml").read_text())
+    data = yaml.safe_load((VARIANTS_DIR / "cuda129.yaml").read_text())
     data["cuda_compiler_version"] = ["13.1"]
+    data["pytorch"] = ["2.13"]
     (tmp_path / "cuda131.yaml").write_text(yaml.safe_dump(data))
-    names = [e["name"] for e in ci_matrix.build_matrix(tmp_path)["include"]]
-    assert names[-1] == "cuda131" and len(names) == len(list(VARIANTS_DIR.glob("*.yaml"))) + 1
+    names = [j.name for j in ci_matrix.jobs(tmp_path)]
+    assert names[-1] == "cuda131-torch2.13-all" and len(names) == len(ci_matrix.jobs()) + 1
 
 
 def test_empty_or_broken_variants_dir(tmp_path, capsys):
@@ -57,27 +84,3 @@ def test_empty_or_broken_variants_dir(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("python: ['3.12']\n")
     assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 1
     assert "not a valid variant file" in capsys.readouterr().err
-
-
-def test_workflow_uses_the_script_and_lists_no_variant():
-    workflow = (REPO_ROOT / ".github" / "workflows" / "build.yml").read_text()
-    parsed = yaml.safe_load(workflow)
-    assert "ssm-conda ci-matrix --github-output" in workflow
-    assert "fromJSON(needs.matrix.outputs.matrix)" in workflow
-    for vfile in VARIANTS_DIR.glob("*.yaml"):
-        cuda = str(yaml.safe_load(vfile.read_text())["cuda_compiler_version"][0])
-        assert vfile.stem not in workflow and f'"{cuda}"' not in workflow
-    jobs = parsed["jobs"]
-    assert jobs["build"]["env"]["CONDA_OVERRIDE_CUDA"] == "${{ matrix.cuda }}"
-    upload_job = jobs["upload"]
-    assert upload_job["permissions"]["id-token"] == "write"
-    assert "refs/heads/main" in upload_job["if"] and "refs/tags/" in upload_job["if"]
-    assert "id-token" not in jobs["build"].get("permissions", {})
-    steps = " ".join(str(s) for s in upload_job["steps"])
-    assert "upload prefix" in steps and "--skip-existing" in steps
-
-
-@pytest.mark.parametrize("job", ["matrix", "build", "upload"])
-def test_workflow_jobs_run_on_cpu_runners(job):
-    parsed = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "build.yml").read_text())
-    assert parsed["jobs"][job]["runs-on"] == "ubuntu-latest"

