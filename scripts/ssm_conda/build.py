@@ -29,7 +29,7 @@ from rattler_build.progress import ProgressCallback
 from ssm_conda.archs import lowest_arch
 from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
-from ssm_conda.matrix import PlannedVariant, Selection, plan
+from ssm_conda.matrix import PLATFORMS, TARGET_PLATFORM, PlannedVariant, Selection, plan
 from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
 from ssm_conda.selection import add_selector_arguments, selection_from_args
 
@@ -68,6 +68,12 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         "and compute-sanitizer, which make the package larger (causal-conv1d sm90: 15.9 MB against 9.1) and change "
         "nothing at run time",
     )
+
+
+def configure_plan_command(parser: argparse.ArgumentParser) -> None:
+    configure_plan(parser)
+    parser.add_argument("--target-platform", choices=PLATFORMS, default=TARGET_PLATFORM,
+                        help=f"render for this platform (default: this machine's, {TARGET_PLATFORM})")
 
 
 def add_channel_argument(parser: argparse.ArgumentParser) -> None:
@@ -270,7 +276,8 @@ def planned(args: argparse.Namespace, selection: Selection | None = None) -> tup
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
     if getattr(args, "line_info", False):
         overrides["nvcc_lineinfo"] = ["1"]
-    return channels, plan(selection or selection_from_args(args), overrides=overrides)
+    target = getattr(args, "target_platform", TARGET_PLATFORM)
+    return channels, plan(selection or selection_from_args(args), overrides=overrides, target_platform=target)
 
 
 def run_plan(args: argparse.Namespace) -> int:

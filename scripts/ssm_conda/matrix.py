@@ -25,6 +25,7 @@ from ssm_conda.paths import PACKAGES, VARIANTS_DIR, recipe_of
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
 # The recipe builds natively on linux-64 and linux-aarch64 (conda-forge has CUDA pytorch for both).
+PLATFORMS = ("linux-64", "linux-aarch64")
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
 
@@ -227,12 +228,13 @@ def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_confi
     return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))
 
 
-def generation_gates(vfile: VariantFile, package: str = PACKAGES[0]) -> dict[str, str | None]:
+def generation_gates(vfile: VariantFile, package: str = PACKAGES[0],
+                     target_platform: str = TARGET_PLATFORM) -> dict[str, str | None]:
     """gpu_generation -> the __cuda_arch requirement its package carries (None: the all-architecture
-    package, which has none), as rattler-build renders the recipe for this file."""
+    package, which has none), as rattler-build renders the recipe for this file (read for target_platform)."""
     selection = Selection(cuda=vfile.cuda, python=vfile.pythons[-1], torch=vfile.torches[-1], packages=(package,))
     return {v.generation: next((r for r in v.rendered.recipe.requirements.run if r.startswith("__cuda_arch ")), None)
-            for v in plan(selection, files=[vfile])}
+            for v in plan(selection, files=[vfile], target_platform=target_platform)}
 
 
 def generation_for(gates: dict[str, str | None], cuda_arch: str | None) -> str:

@@ -8,7 +8,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from ssm_conda import build
+from ssm_conda import build, cli
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
 from ssm_conda.paths import REPO_ROOT
@@ -38,6 +38,17 @@ def test_plan_with_selectors_and_overrides():
     assert "cuda130_py311_torch214_custom_h" in result.stdout and "2 variant(s)" in result.stdout
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines[1:3]] == ["causal-conv1d", "mamba-ssm"]
+
+
+@pytest.mark.parametrize(("platform", "archs"), [("linux-aarch64", "8.0;8.6;8.7+PTX"), ("linux-64", "8.0;8.6+PTX")])
+def test_plan_renders_another_platform(capsys, platform, archs):
+    """linux-aarch64's lists carry 8.7 (Jetson Orin), as conda-forge's pytorch does there."""
+    assert cli.main(["plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13", "--generation", "sm8x",
+                     "--target-platform", platform]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert [(row[0], row[5]) for row in rows] == [("causal-conv1d", archs), ("mamba-ssm", archs)]
+    assert cli.main(["plan", "--target-platform", "osx-arm64"]) == 2
+    assert "invalid choice: 'osx-arm64' (choose from 'linux-64', 'linux-aarch64')" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

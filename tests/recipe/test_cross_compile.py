@@ -1,0 +1,25 @@
+"""Both recipes cross-compile linux-aarch64 from linux-64 the way conda-forge's feedstocks do
+(causal-conv1d-feedstock: build_platform linux_aarch64: linux_64): rendered for that pair, the build
+environment gains crossenv with the build machine's python and pytorch; rendered natively, nothing."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+from ssm_conda.matrix import Selection, plan
+from ssm_conda.paths import PACKAGES
+
+CROSS = ["cross-python_linux-aarch64", "python", "pytorch 2.13.* cuda*"]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="renders a cross build from linux-64: run on x86_64")
+@pytest.mark.parametrize("package", PACKAGES)
+def test_cross_build_requirements(package):
+    selection = Selection(cuda="13.0", python="3.12", torch="2.13", generations=("sm90",), packages=(package,))
+    (cross,) = plan(selection, target_platform="linux-aarch64")  # rendered on linux-64
+    (native,) = plan(selection, target_platform="linux-64")
+    assert cross.rendered.recipe.requirements.build[-3:] == CROSS
+    assert not set(CROSS) & set(native.rendered.recipe.requirements.build)
+    assert cross.archs == "9.0+PTX" and cross.rendered.variant["target_platform"] == "linux-aarch64"
+    assert "cuda-cudart_linux-aarch64" in cross.rendered.recipe.requirements.run
