@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ssm_conda.console import ArgumentParser, exit_without_finalizing, run_cli
 
@@ -30,14 +28,17 @@ class Command:
 
 COMMANDS = (
     Command("plan", "ssm_conda.build", "print the variant matrix as rattler-build renders it; builds nothing",
-            "configure_plan", "run_plan"),
+            "configure_plan_command", "run_plan"),
     Command("build", "ssm_conda.build", "build the selected variants into the output channel"),
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
     Command("gpu-test", "ssm_conda.gpu_checks.packages", "re-run built packages' test sections on this "
             "machine's GPU (rattler-build test)"),
-    Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions job matrix, one job per file in variants/"),
+    Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
+            "and GPU generation) and their expected times"),
+    Command("sync-matrix", "ssm_conda.sync_matrix", "set the pytorch minors in variants/ to those a channel "
+            "(conda-forge) builds with each CUDA version"),
 )
 # ssm-conda-dev: what developing this project needs, apart from what a channel maintainer runs
 DEV_COMMANDS = (
@@ -108,11 +109,3 @@ def entry() -> None:
 
 def dev_entry() -> None:
     exit_without_finalizing(dev_main(sys.argv[1:]))
-
-
-def subcommand(*args: str) -> tuple[list[str], dict[str, str]]:
-    """argv and environment that run `ssm-conda ARGS...` in a child process, installed or not
-    (the benchmarks and tests run it from a checkout)."""
-    package_root = str(Path(__file__).resolve().parents[1])
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
-    return [sys.executable, "-m", "ssm_conda", *args], {**os.environ, "PYTHONPATH": path}
