@@ -12,11 +12,6 @@ from dataclasses import dataclass
 
 from ssm_conda.console import UsageError
 
-# Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
-# Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
-# for each, so that any machine's __cuda_arch finds its own.
-COMPUTE_CAPABILITIES = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.8",
-                        "8.9", "9.0", "10.0", "10.1", "10.3", "11.0", "12.0", "12.1")
 ENTRY_RE = re.compile(r"(\d+)\.(\d+)(\+PTX)?")
 SEPARATORS_RE = re.compile(r"[;,\s]+")
 EXAMPLE = "'8.0;9.0+PTX'"
@@ -117,7 +112,7 @@ def resolve_arch_option(
         caps = detect()
         if not caps:
             raise UsageError(
-                "--arch native found no GPU (no nvidia-smi output and torch sees no device); "
+                "--arch native found no GPU (neither nvidia-smi nor the driver reports one); "
                 "name the architectures instead, e.g. --arch 9.0"
             )
         value = ";".join(caps)

@@ -1,15 +1,21 @@
-"""Local conda channels: index a directory so conda, mamba and pixi can install from it."""
+"""Conda channels: local ones indexed so conda, mamba and pixi install from them, any one's repodata read."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from ssm_conda.console import UsageError
+from ssm_conda.console import PipelineError, UsageError
+
+if TYPE_CHECKING:
+    from rattler import SparseRepoData
 
 DEFAULT_CHANNEL = "conda-forge"
 CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
@@ -50,6 +56,28 @@ def normalise_channel(channel: str) -> str:
     )
 
 
+def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = None,
+                   cache: Path | None = None) -> SparseRepoData | None:
+    """One subdir's repodata as py-rattler reads it (rattler's auth storage, keyring included, and
+    `headers` authenticate the request); None when the channel has no such subdir. Fetched afresh,
+    unless `cache` names a directory to reuse it from."""
+    from rattler import Channel, Subdir, fetch_repo_data
+    from rattler.networking import AuthenticationMiddleware, Client, FetchRepoDataOptions
+
+    client = Client([AuthenticationMiddleware()], headers=headers, user_agent="ssm-conda", timeout=30)
+    options = FetchRepoDataOptions(cache_action="cache-or-fetch" if cache else "no-cache")
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            (repodata,) = asyncio.run(fetch_repo_data(channels=[Channel(channel)], platforms=[Subdir(subdir)],
+                                                      cache_path=cache or scratch, callback=None, client=client,
+                                                      fetch_options=options))
+        except Exception as exc:  # rattler's FetchRepoDataError: its first line, and the last cause
+            lines = [line.removeprefix("Caused by: ") for line in str(exc).splitlines() if line.strip()]
+            if lines and lines[0] == "repodata not found":
+                return None
+            why = lines[0] + (f" ({lines[-1]})" if len(lines) > 1 else "") if lines else repr(exc)
+            raise PipelineError(f"cannot read the repodata of {channel} ({subdir}): {why}") from exc
+    return repodata
 
 
 ARCHIVE_SUFFIXES = (".conda", ".tar.bz2")
@@ -85,3 +113,11 @@ def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list
         else:
             found.append(path)
     return list(dict.fromkeys(p.resolve() for p in found))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -7,6 +7,7 @@ paths. (Downloads show pip's own progress bar: ssm_conda.standin.wheels.)
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -72,14 +73,6 @@ def human_duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
-def console(stderr: bool = False) -> Console:
-    """A rich console; off a terminal, plain and wide (no colour codes, no cut paths)."""
-    stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return Console(file=stream, stderr=stderr)
-    return Console(file=stream, width=250, no_color=True, highlight=False, soft_wrap=False)
-
-
 def make_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> Table:
     table = Table(*headers, title=title, box=None, header_style="bold", pad_edge=False)
     for row in rows:
@@ -88,18 +81,16 @@ def make_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: 
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> str:
-    """A table as plain text, for logs, files and pipes."""
-    with open(os.devnull, "w") as devnull:
-        out = Console(file=devnull, width=250, no_color=True, highlight=False, record=True)
-        out.print(make_table(headers, rows, title))
+    """A table as plain text, wide enough not to cut paths: for logs, files and pipes."""
+    out = Console(file=io.StringIO(), width=250, no_color=True, highlight=False, record=True)
+    out.print(make_table(headers, rows, title))
     return "\n".join(line.rstrip() for line in out.export_text().splitlines())
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> None:
     """A table on stdout: rich on a terminal, plain text elsewhere."""
-    out = console()
-    if out.is_terminal:
-        out.print(make_table(headers, rows, title))
+    if sys.stdout.isatty():
+        Console().print(make_table(headers, rows, title))
     else:
         print(format_table(headers, rows, title), flush=True)
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ssm_conda.archs import COMPUTE_CAPABILITIES
 from ssm_conda.matrix import PlannedVariant
+from ssm_conda.standin.packages import COMPUTE_CAPABILITIES
 
 # Everything else the recipes' run requirements name, at a version each requirement accepts.
 OTHERS = {"python": ("3.12.0", "0"), "pytorch": ("2.13.0", "cuda130_0"), "packaging": ("25.0", "0"),

@@ -7,9 +7,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from ssm_conda.dev.sdist import fetch_sdist, unpack_patched
+from ssm_conda.dev.sdist import fetch_sdist, recipe_source, unpack_patched
 from ssm_conda.paths import PACKAGES, recipe_of
-from ssm_conda.sources import recipe_source
 
 PATCHES = [(package, patch) for package in PACKAGES for patch in recipe_source(package)["patches"]]
 

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from ssm_conda import cli
+from ssm_conda.dev import subcommand
 
 
 @pytest.mark.parametrize(("prog", "commands"), [("ssm-conda", cli.COMMANDS), ("ssm-conda-dev", cli.DEV_COMMANDS)])
@@ -28,7 +29,7 @@ def test_every_subcommand_has_help_text_and_a_description(capsys, prog, commands
 def test_a_channel_maintainers_commands_apart_from_the_development_tools(capsys):
     """ssm-conda is what a channel maintainer runs; the stand-in and the benchmarks are ssm-conda-dev's."""
     user, dev = {c.name for c in cli.COMMANDS}, {c.name for c in cli.DEV_COMMANDS}
-    assert user == {"plan", "build", "doctor", "upload", "gpu-test", "ci-matrix"}
+    assert user == {"plan", "build", "doctor", "upload", "gpu-test", "ci-matrix", "sync-matrix"}
     assert dev == {"standin", "bench-build", "bench-zstd", "bench-kernels"}
     assert cli.main(["standin"]) == 2
     assert "invalid choice: 'standin'" in capsys.readouterr().err
@@ -60,8 +61,8 @@ def test_bad_command_lines_are_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_the_module_runs_without_being_installed(tmp_path):
-    """A GPU machine runs the tooling from a carried checkout: `cli.subcommand` sets PYTHONPATH."""
-    argv, env = cli.subcommand("plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13")
+    """A GPU machine runs the tooling from a carried checkout: `ssm_conda.dev.subcommand` sets PYTHONPATH."""
+    argv, env = subcommand("plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13")
     assert argv[:3] == [sys.executable, "-m", "ssm_conda"]
     assert env["PYTHONPATH"].split(":")[0].endswith("/scripts")
     result = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from ssm_conda.build import CCACHE_ENV, cache_hits
 from ssm_conda.channels import index_channel, normalise_channel
-from ssm_conda.cli import subcommand
 from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_table
+from ssm_conda.dev import subcommand
 from ssm_conda.dev.solving import solve_for_machine
 from ssm_conda.matrix import ALL_ARCHS, Selection, load_variant_files, select
 from ssm_conda.paths import PACKAGES

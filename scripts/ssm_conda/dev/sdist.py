@@ -11,9 +11,17 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from ssm_conda.channels import sha256_of
 from ssm_conda.console import PipelineError
+from ssm_conda.matrix import rendered_recipe
 from ssm_conda.paths import PACKAGES, cache_dir, recipe_of
-from ssm_conda.sources import recipe_source, sha256_of
+
+
+def recipe_source(package: str = PACKAGES[0]) -> dict:
+    """The sdist source of a package's recipe as rattler-build renders it: url (the mirrors, in order),
+    sha256, patches."""
+    (source,) = [s for s in rendered_recipe(package)["source"] if "url" in s]
+    return source
 
 
 def fetch_sdist(package: str = PACKAGES[0]) -> Path:

@@ -45,15 +45,9 @@ def lower_bound(depends: Sequence[str], name: str) -> str | None:
 
 
 def describe_test(test: object) -> str:
-    name = type(test).__name__
-    if name == "PythonTest":
-        return "python imports: " + ", ".join(getattr(test, "imports", []))
-    if name == "CommandsTest":
-        script = getattr(test, "script", {}) or {}
-        content = script.get("content") if isinstance(script, dict) else None
-        first = content[-1] if isinstance(content, list) and content else "script"
-        return f"script: {first}"
-    return name
+    """What a test of the package's test section is: its imports, or its kind (CommandsTest: the pytest run)."""
+    imports = getattr(test, "imports", None)
+    return f"python imports: {', '.join(imports)}" if imports else type(test).__name__
 
 
 class _Echo(ProgressCallback):
@@ -139,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         caps = detect_compute_capabilities()
         if not caps:
             raise PipelineError(
-                "no GPU on this machine (nvidia-smi reports none, torch sees none): run this on a GPU "
+                "no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a GPU "
                 "machine, or pass --allow-no-gpu to run only the checks that need no GPU"
             )
         print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(channels)}")

@@ -10,11 +10,16 @@ from typing import Any
 
 import yaml
 
-from ssm_conda.archs import COMPUTE_CAPABILITIES
 from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
 from ssm_conda.standin.cuda import CUDA_PACKAGES, CudaPackage
 from ssm_conda.standin.host import Machine
 from ssm_conda.standin.wheels import Wheel, conda_run_requirements, conda_specifier, read_metadata
+
+# Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
+# Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
+# for each, so that any machine's __cuda_arch finds its own.
+COMPUTE_CAPABILITIES = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.8",
+                        "8.9", "9.0", "10.0", "10.1", "10.3", "11.0", "12.0", "12.1")
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 

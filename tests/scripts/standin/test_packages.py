@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ssm_conda.archs import COMPUTE_CAPABILITIES
 from ssm_conda.standin import catalog, packages
+from ssm_conda.standin.packages import COMPUTE_CAPABILITIES
 from ssm_conda.standin.wheels import Wheel
 
 
