@@ -1,5 +1,6 @@
 """PyPI wheels the stand-in repacks: which one fits (its PEP 425 tags among those CPython X.Y on
-linux-64 with the machine's glibc installs), its metadata as conda run requirements, downloading it."""
+linux-64 or linux-aarch64 with a given glibc installs), its metadata as conda run requirements,
+downloading it."""
 
 from __future__ import annotations
 
@@ -36,23 +37,28 @@ class Wheel:
     lib_files: tuple[str, ...] = ()  # for an installed distribution: its libraries
 
 
-def linux_platforms(glibc: str) -> list[str]:
-    """The x86_64 platform tags a glibc runs, newest first. packaging computes these only for the
-    running interpreter; the stand-in needs them for a given glibc, for pip download --platform too
-    (pip does not expand perennial manylinux_2_X tags to older ones)."""
+# conda's platform -> the machine name in PEP 425 platform tags and PEP 508's platform_machine
+MACHINES = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+def linux_platforms(glibc: str, platform: str = "linux-64") -> list[str]:
+    """The platform tags a glibc on `platform` runs, newest first. packaging computes these only for
+    the running interpreter; the stand-in needs them for a given glibc and machine, for pip download
+    --platform too (pip does not expand perennial manylinux_2_X tags to older ones)."""
     major, minor = (int(part) for part in glibc.split(".")[:2])
     legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
     tags = [tag for n in range(minor, 4, -1) for tag in (f"manylinux_{major}_{n}", legacy.get(n)) if tag]
-    return [f"{tag}_x86_64" for tag in (*tags, "linux")]
+    return [f"{tag}_{MACHINES[platform]}" for tag in (*tags, "linux")]
 
 
 @dataclass(frozen=True)
 class Target:
-    """The CPython a stand-in is built for: X.Y on linux-64 with the machine's glibc."""
+    """The CPython a stand-in is built for: X.Y on a platform (linux-64, linux-aarch64) with a glibc."""
 
     py_ver: str  # 3.11
     glibc: str
     python_full_version: str = ""  # 3.11.7 where known
+    platform: str = "linux-64"
 
     @property
     def tag(self) -> str:
@@ -60,16 +66,17 @@ class Target:
 
     @cached_property
     def supported_tags(self) -> frozenset[Tag]:
-        version, platforms = tuple(int(part) for part in self.py_ver.split(".")[:2]), linux_platforms(self.glibc)
+        version, platforms = tuple(int(part) for part in self.py_ver.split(".")[:2]), linux_platforms(self.glibc, self.platform)
         return frozenset((*cpython_tags(version, abis=[self.tag], platforms=platforms),
                           *compatible_tags(version, self.tag, platforms)))
 
     def marker_environment(self) -> dict[str, str]:
-        """PEP 508 marker values for this Python on linux-64 (no extra requested)."""
+        """PEP 508 marker values for this Python on its platform (no extra requested)."""
         full = self.python_full_version or f"{self.py_ver}.0"
         return {"python_version": self.py_ver, "python_full_version": full, "implementation_version": full,
-                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-                "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": MACHINES[self.platform],
+                "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                "extra": ""}
 
 
 def parse_wheel(path: Path) -> tuple[Wheel, frozenset[Tag]] | None:
@@ -82,7 +89,7 @@ def parse_wheel(path: Path) -> tuple[Wheel, frozenset[Tag]] | None:
 
 
 def fits(path: Path, target: Target) -> bool:
-    """Whether a wheel installs on the target CPython, linux-64."""
+    """Whether a wheel installs on the target CPython and platform."""
     parsed = parse_wheel(path)
     return parsed is not None and not parsed[1].isdisjoint(target.supported_tags)
 
@@ -172,7 +179,7 @@ def pip_download(requirements: Sequence[str], dest: Path, target: Target, verbos
     elsewhere each download is one line with its size and time."""
     dest.mkdir(parents=True, exist_ok=True)
     show_pip = verbose or sys.stderr.isatty()
-    platforms = [arg for platform in linux_platforms(target.glibc) for arg in ("--platform", platform)]
+    platforms = [arg for platform in linux_platforms(target.glibc, target.platform) for arg in ("--platform", platform)]
     new: list[Path] = []
     for requirement in requirements:
         before = set(dest.glob("*.whl"))

@@ -12,6 +12,7 @@ from ssm_conda.standin import wheels
 from ssm_conda.standin.wheels import Target
 
 PY311 = Target("3.11", "2.36")
+PY311_ARM = Target("3.11", "2.36", platform="linux-aarch64")
 
 
 def touch(directory: Path, *names: str) -> None:
@@ -53,6 +54,9 @@ def test_first_folder_wins_a_tie(tmp_path):
     ("new-1.0-cp311-cp311-manylinux_2_39_x86_64.whl", PY311, False),  # newer than the machine's glibc
     ("new-1.0-cp311-cp311-manylinux_2_39_x86_64.whl", Target("3.11", "2.39"), True),
     ("arm-1.0-cp311-cp311-manylinux_2_28_aarch64.whl", PY311, False),
+    ("arm-1.0-cp311-cp311-manylinux_2_28_aarch64.whl", PY311_ARM, True),
+    ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", PY311_ARM, False),
+    ("nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl", PY311_ARM, True),
     ("musl-1.0-py3-none-musllinux_1_1_x86_64.whl", PY311, False),
     ("win-1.0-cp311-cp311-win_amd64.whl", PY311, False),
     ("py2only-1.0-py2-none-any.whl", PY311, False),
@@ -67,6 +71,17 @@ def test_linux_platforms_follow_the_glibc():
     assert platforms[0] == "manylinux_2_28_x86_64" and platforms[-1] == "linux_x86_64"
     assert {"manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "manylinux_2_5_x86_64"} <= set(platforms)
     assert "manylinux_2_29_x86_64" not in platforms and "manylinux_2_4_x86_64" not in platforms
+    arm = wheels.linux_platforms("2.28", "linux-aarch64")
+    assert arm[0] == "manylinux_2_28_aarch64" and "manylinux2014_aarch64" in arm and arm[-1] == "linux_aarch64"
+
+
+def test_markers_follow_the_platform():
+    """PyPI's torch asks for NVIDIA's wheels with `platform_machine == 'x86_64'` on some releases:
+    an aarch64 target must read its own machine."""
+    requires = [Requirement("nvidia-nccl==2.28; platform_machine == 'x86_64'"),
+                Requirement("nvidia-nvshmem==3.4; platform_machine == 'aarch64'")]
+    assert [r.name for r in wheels.applicable(requires, PY311)] == ["nvidia-nccl"]
+    assert [r.name for r in wheels.applicable(requires, PY311_ARM)] == ["nvidia-nvshmem"]
 
 
 @pytest.mark.parametrize(("pep440", "conda"), [
