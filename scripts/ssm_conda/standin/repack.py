@@ -14,7 +14,7 @@ from rattler_build.progress import ProgressCallback
 from ssm_conda.console import Outcome, PipelineError, human_duration, human_size
 from ssm_conda.standin import reuse
 from ssm_conda.standin.host import Machine
-from ssm_conda.standin.packages import standins, write_recipe
+from ssm_conda.standin.packages import StandIn, write_recipe
 
 VARIANTS_FILE_NAME = "standin-variants.yaml"
 # zstd level 1: the big CUDA and torch packages compress in seconds, at ~10% more size than the default.
@@ -46,27 +46,28 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def build_channel(m: Machine, channel: Path, threads: int, log: Log, rebuild: frozenset[str] = frozenset(),
-                  verbose: bool = False) -> list[Outcome]:
-    """Reuse or build every stand-in of `m` into `channel`; prune what no stand-in builds any more."""
+def build_channel(todo: list[StandIn], py_ver: str, channel: Path, threads: int, log: Log,
+                  rebuild: frozenset[str] = frozenset(), verbose: bool = False) -> list[Outcome]:
+    """Reuse or build every stand-in of `todo` (rendered for Python `py_ver`) into `channel`; remove
+    the older builds of what it built."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
 
     (channel / "noarch").mkdir(parents=True, exist_ok=True)
     # conda-forge's noarch CUDA packages (cuda-cudart_linux-64, ...) hold symlinks, as on linux only
     tool = ToolConfiguration(compression_threads=threads, test_strategy="skip", allow_symlinks_on_windows=True)
-    variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [m.py_ver]}))
-    outcomes, kept, todo = [], set(), standins(m)
+    variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [py_ver]} if py_ver else {}))
+    outcomes, kept = [], set()
     with tempfile.TemporaryDirectory(prefix="standin-recipes-") as tmp:
         for number, standin in enumerate(todo, 1):
             recipe_path = write_recipe(standin, Path(tmp) / standin.key)
-            render = RenderConfig(PlatformConfig(target_platform=reuse.TARGET_PLATFORM),
+            render = RenderConfig(PlatformConfig(target_platform=standin.platform),
                                   extra_context={k: str(v) for k, v in standin.context.items()})
             try:
                 rendered = Stage0Recipe.from_file(recipe_path).render(variants, render)[0]
             except Exception as exc:  # noqa: BLE001 - rattler-build raises its own types
                 raise PipelineError(f"rendering the {standin.key} stand-in failed: {first_line(exc)}") from None
             package, build = rendered.recipe.package, rendered.recipe.build
-            name, version, subdir = package.name, str(package.version), "noarch" if build.noarch else reuse.TARGET_PLATFORM
+            name, version, subdir = package.name, str(package.version), "noarch" if build.noarch else standin.platform
             path = reuse.package_path(channel, subdir, name, version, build.string)
             step = f"[{number}/{len(todo)}] {standin.conda_name} {version}"
             outcome = Outcome(f"{name} {version}", build.string, detail=subdir)
@@ -89,7 +90,7 @@ def build_channel(m: Machine, channel: Path, threads: int, log: Log, rebuild: fr
             outcomes.append(outcome)
             kept.add(path)
     reuse.clean_build_dirs(channel)
-    reuse.prune_channel(channel, kept, m.py_ver, log)
+    reuse.prune_channel(channel, kept, py_ver, log)
     return outcomes
 
 

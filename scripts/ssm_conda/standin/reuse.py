@@ -93,10 +93,12 @@ def channel_pythons(channel: Path) -> list[str]:
 
 
 def prune_channel(channel: Path, keep: set[Path], py_ver: str, log: Callable[[str], None]) -> list[Path]:
-    """Remove packages no stand-in builds any more (older builds of a changed stand-in recipe). Packages
-    of another Python stay: a channel built once per Python serves them all."""
-    removed = sorted(p for sub in (TARGET_PLATFORM, "noarch") for p in (channel / sub).glob("*.conda")
-                     if p not in keep and package_python(p) in (None, py_ver))
+    """Remove older builds of what this run built (a changed stand-in recipe) in the subdir it built
+    them in. Packages of another Python or platform stay: one channel serves them all."""
+    built = {(p.parent.name, p.name.rsplit("-", 2)[0]) for p in keep}
+    removed = sorted(p for subdir in {sub for sub, _ in built} for p in (channel / subdir).glob("*.conda")
+                     if (subdir, p.name.rsplit("-", 2)[0]) in built and p not in keep
+                     and package_python(p) in (None, py_ver))
     for stale in removed:
         log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
         stale.unlink()

@@ -40,8 +40,8 @@ def toolkit_wheels(directory: Path, machine) -> None:
 def build(machine, channel: Path, monkeypatch, cuda_packages=CUDA_PACKAGES) -> Path:
     monkeypatch.setattr(packages, "CUDA_PACKAGES", cuda_packages)
     wanted = NAMES | {"sysroot_linux-64"}
-    monkeypatch.setattr(repack, "standins", lambda m: [s for s in packages.standins(m) if s.conda_name in wanted])
-    repack.build_channel(machine, channel, 1, lambda _msg: None)
+    todo = [s for s in packages.standins(machine) if s.conda_name in wanted]
+    repack.build_channel(todo, machine.py_ver, channel, 1, lambda _msg: None)
     return channel
 
 

@@ -9,15 +9,12 @@ from ssm_conda.console import PipelineError
 from ssm_conda.standin import packages, repack, reuse
 from ssm_conda.standin.packages import StandIn
 
-
-def python_abi_only(monkeypatch, py_ver: str = "3.11") -> None:
-    monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver})])
+PYTHON_ABI = [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})]
 
 
-def test_build_then_reuse_with_progress(fake_machine, tmp_path, monkeypatch):
-    python_abi_only(monkeypatch)
+def test_build_then_reuse_with_progress(tmp_path):
     channel, lines = tmp_path / "channel", []
-    outcomes = repack.build_channel(fake_machine, channel, 1, lines.append)
+    outcomes = repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lines.append)
     package = channel / "noarch" / "python_abi-3.11-8_cp311.conda"
     assert [(o.package, o.variant, o.result) for o in outcomes] == [("python_abi 3.11", "8_cp311", "built")]
     assert outcomes[0].seconds is not None and outcomes[0].size == package.stat().st_size
@@ -27,37 +24,35 @@ def test_build_then_reuse_with_progress(fake_machine, tmp_path, monkeypatch):
     assert not (channel / "bld").exists() and not (channel / "rattler-build-log.txt").exists()
 
     lines.clear()
-    again = repack.build_channel(fake_machine, channel, 1, lines.append)
+    again = repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lines.append)
     assert [o.result for o in again] == ["reused"] and again[0].seconds is None and lines == []
-    repack.build_channel(fake_machine, channel, 1, lines.append, verbose=True)
+    repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lines.append, verbose=True)
     assert lines == [f"[1/1] python_abi 3.11 reused ({outcomes[0].row()[4]})"]
 
     lines.clear()
-    rebuilt = repack.build_channel(fake_machine, channel, 1, lines.append, rebuild=frozenset({"python_abi"}))
+    rebuilt = repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lines.append, rebuild=frozenset({"python_abi"}))
     assert [o.result for o in rebuilt] == ["built"] and len(lines) == 2
 
 
-def test_changed_recipe_is_rebuilt(fake_machine, tmp_path, monkeypatch):
-    python_abi_only(monkeypatch)
+def test_changed_recipe_is_rebuilt(tmp_path):
     channel = tmp_path / "channel"
-    repack.build_channel(fake_machine, channel, 1, lambda _msg: None)
+    repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lambda _msg: None)
     reuse.write_stamp(channel / "noarch" / "python_abi-3.11-8_cp311.conda", "an older recipe's digest")
     lines = []
-    outcomes = repack.build_channel(fake_machine, channel, 1, lines.append)
+    outcomes = repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lines.append)
     assert [o.result for o in outcomes] == ["rebuilt"] and "(its recipe changed)" in lines[0]
 
 
-def test_failed_build_is_one_line_with_the_log_kept(fake_machine, tmp_path, monkeypatch):
+def test_failed_build_is_one_line_with_the_log_kept(tmp_path, monkeypatch):
     recipes = tmp_path / "recipes"
     shutil.copytree(packages.RECIPES_DIR, recipes)
     template = (recipes / "python_abi.yaml").read_text()
     (recipes / "python_abi.yaml").write_text(template.replace(
         "build:\n", "build:\n  script: echo stand-in build broke on purpose; exit 3\n", 1))
     monkeypatch.setattr(packages, "RECIPES_DIR", recipes)
-    python_abi_only(monkeypatch)
     channel = tmp_path / "channel"
     with pytest.raises(PipelineError, match=r"^building the python_abi-3.11-8_cp311 stand-in failed: .*\(log: ") as info:
-        repack.build_channel(fake_machine, channel, 1, lambda _msg: None)
+        repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lambda _msg: None)
     assert "\n" not in str(info.value)
     log = channel / repack.LOGS_DIR / "python_abi-3.11-8_cp311.log"
     assert "broke on purpose" in log.read_text()

@@ -71,7 +71,7 @@ def test_package_without_payload_is_not_complete(tmp_path):
     assert not reuse.is_complete_package(pkg)
 
 
-def test_prune_removes_only_packages_no_standin_builds(tmp_path):
+def test_prune_removes_the_older_builds_of_what_it_built(tmp_path):
     keep = write_conda(reuse.package_path(tmp_path, "linux-64", "nccl", "2.30.7", "hnew_0"))
     old = write_conda(reuse.package_path(tmp_path, "linux-64", "nccl", "2.30.7", "hold_0"))
     other = tmp_path / "noarch" / "repodata.json"
@@ -88,6 +88,7 @@ def test_prune_keeps_the_packages_of_other_pythons(tmp_path):
     """A channel built for 3.11, then for 3.12, serves both: the second run prunes only its own."""
     ours_new = write_conda(reuse.package_path(tmp_path, "linux-64", "numpy", "2.4.1", "py312hnew_0"))
     ours_old = write_conda(reuse.package_path(tmp_path, "linux-64", "numpy", "2.4.1", "py312hold_0"))
+    shared_new = write_conda(reuse.package_path(tmp_path, "noarch", "pip", "26.3", "pyhnew_0"))
     shared_old = write_conda(reuse.package_path(tmp_path, "noarch", "pip", "26.3", "pyhold_0"))
     theirs = [
         write_conda(reuse.package_path(tmp_path, "linux-64", "numpy", "2.4.1", "py311h845419f_0")),
@@ -95,10 +96,19 @@ def test_prune_keeps_the_packages_of_other_pythons(tmp_path):
         write_conda(reuse.package_path(tmp_path, "linux-64", "python", "3.11.7", "h9770da4_0_cpython")),
         write_conda(reuse.package_path(tmp_path, "linux-64", "python_abi", "3.11", "8_cp311")),
     ]
-    removed = reuse.prune_channel(tmp_path, {ours_new}, "3.12", lambda _msg: None)
+    removed = reuse.prune_channel(tmp_path, {ours_new, shared_new}, "3.12", lambda _msg: None)
     assert sorted(removed) == sorted([ours_old, shared_old])
     assert ours_new.exists() and all(p.exists() for p in theirs)
     assert reuse.channel_pythons(tmp_path) == ["3.11"]
+
+
+def test_prune_keeps_the_packages_of_other_platforms(tmp_path):
+    """A linux-64 run and a linux-aarch64 run build libgcc each, into their own subdirs."""
+    ours = write_conda(reuse.package_path(tmp_path, "linux-64", "libgcc", "12.2.0", "hnew_0"))
+    arm = write_conda(reuse.package_path(tmp_path, "linux-aarch64", "libgcc", "12.2.0", "harm_0"))
+    arm_sysroot = write_conda(reuse.package_path(tmp_path, "noarch", "sysroot_linux-aarch64", "2.36", "h1_0"))
+    assert reuse.prune_channel(tmp_path, {ours}, "3.11", lambda _msg: None) == []
+    assert arm.exists() and arm_sysroot.exists()
 
 
 @pytest.mark.parametrize(("filename", "python"), [
