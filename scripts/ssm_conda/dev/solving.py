@@ -37,10 +37,13 @@ def install_into_prefix(
     cuda: str | None = None,
     cuda_arch: str | None = None,
     cache_dir: Path | None = None,
+    platform: str | None = None,
 ) -> list[str]:
     """Solve (solve_for_machine) and install specs into a fresh prefix with py-rattler (pixi's
-    solver and installer). Returns the installed records as name=version=build."""
+    solver and installer), for this machine's platform or `platform`. Returns the installed records
+    as name=version=build."""
 
-    records = solve_for_machine(channels, specs, cuda, cuda_arch)
-    asyncio.run(install(records, target_prefix=prefix, cache_dir=cache_dir, show_progress=False))
+    records = solve_for_machine(channels, specs, cuda, cuda_arch, platform)
+    asyncio.run(install(records, target_prefix=prefix, cache_dir=cache_dir, show_progress=False,
+                        platform=Subdir(platform) if platform else None))
     return [f"{r.name.normalized}={r.version}={r.build}" for r in records]

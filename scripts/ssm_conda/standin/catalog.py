@@ -44,6 +44,7 @@ NVIDIA_DEPS = {"libcusparse": ("libnvjitlink",), "libcusolver": ("libcublas", "l
 MACHINE_PACKAGES = (
     "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
     "cuda-version", "cuda-arch", "cuda-nvcc_linux-64", "libtorch", "pytorch",
+    "sysroot_linux-aarch64", "gcc_impl_linux-aarch64", "gcc_linux-aarch64", "gxx_linux-aarch64",
 )
 # PyPI names (canonical, as packaging.utils.canonicalize_name writes them) whose conda-forge name differs.
 CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "huggingface_hub", "torch": "pytorch"}

@@ -27,10 +27,13 @@ from pathlib import Path
 
 from ssm_conda.channels import index_channel
 from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_summary
+from ssm_conda.matrix import PLATFORMS
 from ssm_conda.paths import cache_dir
+from ssm_conda.standin import debian
 from ssm_conda.standin.catalog import all_names
 from ssm_conda.standin.fidelity import check_channel
 from ssm_conda.standin.host import check_patchelf, discover
+from ssm_conda.standin.packages import cross_standins, standins
 from ssm_conda.standin.repack import build_channel, write_variants_file
 
 
@@ -61,6 +64,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="rebuild this package even if the channel has it (repeatable; 'all' for every one): "
                              "a changed stand-in recipe keeps its name, version and build string")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="compression threads")
+    parser.add_argument("--target-platform", choices=PLATFORMS, default="linux-64",
+                        help="linux-aarch64: add what cross-compiling for it on linux-64 needs, from Debian's "
+                             "packages (so far the cross gcc, the aarch64 glibc and GCC runtime)")
 
 
 def rebuild_names(values: list[str]) -> frozenset[str]:
@@ -84,9 +90,12 @@ def run(args: argparse.Namespace) -> int:
     if missing := [d for d in dirs if not d.is_dir()]:
         raise UsageError(f"--wheel-dir {missing[0]}: no such folder")
     start = time.monotonic()
-    machine = discover(args, [*dirs, wheel_cache()], wheel_cache())  # every input checked before anything is written
     channel = Path(args.dir or default_dir()).expanduser().resolve()
-    outcomes = build_channel(machine, channel, args.threads, lambda msg: print(msg, flush=True), rebuild, args.verbose)
+    if args.target_platform == "linux-aarch64":
+        return run_cross(args, channel, rebuild, start)
+    machine = discover(args, [*dirs, wheel_cache()], wheel_cache())  # every input checked before anything is written
+    outcomes = build_channel(standins(machine), machine.py_ver, channel, args.threads,
+                             lambda msg: print(msg, flush=True), rebuild, args.verbose)
     variants_file = write_variants_file(channel, machine)
     index_channel(channel, force=True)
     total = sum(p.stat().st_size for p in channel.glob("*/*.conda"))
@@ -99,4 +108,16 @@ def run(args: argparse.Namespace) -> int:
         raise PipelineError(f"the stand-in channel differs from conda-forge's packages in {len(problems)} places "
                             "(above; the record is ssm_conda/standin/conda_forge.yaml)")
     print("every recorded package matches conda-forge's (ssm_conda/standin/conda_forge.yaml)")
+    return 0
+
+
+def run_cross(args: argparse.Namespace, channel: Path, rebuild: frozenset[str], start: float) -> int:
+    """The linux-aarch64 additions to a channel, from Debian's packages (cached under the cache's debian/)."""
+    debs = debian.fetch(cache_dir() / "debian", offline=args.offline)
+    outcomes = build_channel(cross_standins(debs), "", channel, args.threads, lambda msg: print(msg, flush=True),
+                             rebuild, args.verbose)
+    index_channel(channel, force=True)
+    print_summary(outcomes, title="stand-in packages for cross-compiling to linux-aarch64")
+    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages added for linux-aarch64, "
+          f"{human_duration(time.monotonic() - start)})")
     return 0

@@ -10,8 +10,10 @@ from typing import Any
 
 import yaml
 
+from ssm_conda.standin import debian
 from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
 from ssm_conda.standin.cuda import CUDA_PACKAGES, CudaPackage
+from ssm_conda.standin.debian import DebianPackages
 from ssm_conda.standin.host import Machine
 from ssm_conda.standin.wheels import Wheel, conda_run_requirements, conda_specifier, read_metadata
 
@@ -41,6 +43,7 @@ class StandIn:
     # context keys left out of the recipe digest: a package shared by every Python (libtorch) is
     # built once, from whichever Python's wheel came first, and reused by the others
     undigested: tuple[str, ...] = ()
+    platform: str = "linux-64"  # the subdir a package that is not noarch is built for
 
     @property
     def conda_name(self) -> str:
@@ -52,7 +55,7 @@ def standins(m: Machine) -> list[StandIn]:
     own python, compilers, glibc and CUDA toolkit; then wheels: tools, pure-Python and binary
     packages, NVIDIA's libraries; pytorch last."""
     cuda = cuda_context(m)
-    gcc, gcc_major = m.gcc_version, m.gcc_version.split(".")[0]
+    gcc = m.gcc_version
     out = [
         StandIn("python", "python.yaml", {"version": m.python_version, "src_prefix": str(m.python_prefix), "py_ver": m.py_ver}),
         StandIn("python_abi", "python_abi.yaml", {"py_ver": m.py_ver}),
@@ -60,12 +63,8 @@ def standins(m: Machine) -> list[StandIn]:
         StandIn("libstdcxx", "runtime_lib.yaml", {"name": "libstdcxx", "version": gcc, "libs": " ".join(m.libstdcxx_libs)},
                 run=[f"libgcc =={gcc}"]),
         StandIn("sysroot_linux-64", "sysroot_linux-64.yaml", {"version": m.glibc_version, "glibc_libs": " ".join(m.glibc_libs)}),
-        StandIn("gcc_linux-64", "compiler.yaml", {"name": "gcc_linux-64", "version": gcc, "activate": "activate-gcc.sh",
-                                                  "tools": f"cc={m.cc} gcc={m.cc} cpp={m.cc.replace('gcc', 'cpp')}"},
-                run_exports_strong=[f"libgcc >={gcc_major}"]),
-        StandIn("gxx_linux-64", "compiler.yaml", {"name": "gxx_linux-64", "version": gcc, "activate": "activate-gxx.sh",
-                                                  "tools": f"c++={m.cxx} g++={m.cxx}"},
-                run=[f"gcc_linux-64 =={gcc}"], run_exports_strong=[f"libstdcxx >={gcc_major}"]),
+        *compiler_standins("linux-64", gcc, f"cc={m.cc} gcc={m.cc} cpp={m.cc.replace('gcc', 'cpp')}",
+                           f"c++={m.cxx} g++={m.cxx}"),
         StandIn("cuda-version", "cuda-version.yaml", dict(cuda)),
         *(StandIn(f"cuda-arch-{cap}", "cuda-arch.yaml", {"capability": cap}, name="cuda-arch") for cap in COMPUTE_CAPABILITIES),
         *(cuda_standin(m, package) for package in CUDA_PACKAGES),
@@ -87,6 +86,47 @@ def standins(m: Machine) -> list[StandIn]:
                     run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", *NVIDIA_DEPS.get(conda, ())])
             for conda in NVIDIA_LIBS]
     return [*out, *torch_standins(m)]
+
+
+# conda-forge's compiler activation per target: the tool prefix, and the -march flags of its CFLAGS
+TOOLCHAINS = {"linux-64": ("x86_64-conda-linux-gnu", "-march=nocona -mtune=haswell"),
+              "linux-aarch64": ("aarch64-conda-linux-gnu", "")}
+
+
+def compiler_standins(target: str, version: str, c_tools: str = "", cxx_tools: str = "",
+                      run: tuple[str, ...] = ()) -> list[StandIn]:
+    """gcc_<target> and gxx_<target>: activation (and, natively, wrappers of the machine's gcc);
+    their run_exports name the target's libgcc and libstdcxx, as conda-forge's do."""
+    host, arch_flags = TOOLCHAINS[target]
+    major = version.split(".")[0]
+    context = {"version": version, "host": host, "arch_flags": arch_flags}
+    return [
+        StandIn(f"gcc_{target}", "compiler.yaml", {**context, "name": f"gcc_{target}", "activate": "activate-gcc.sh",
+                                                   "tools": c_tools},
+                run=list(run) or None, run_exports_strong=[f"libgcc >={major}"]),
+        StandIn(f"gxx_{target}", "compiler.yaml", {**context, "name": f"gxx_{target}", "activate": "activate-gxx.sh",
+                                                   "tools": cxx_tools},
+                run=[f"gcc_{target} =={version}"], run_exports_strong=[f"libstdcxx >={major}"]),
+    ]
+
+
+def cross_standins(debs: DebianPackages) -> list[StandIn]:
+    """What building for linux-aarch64 on linux-64 adds: Debian's cross gcc and aarch64 glibc as
+    conda-forge's sysroot, compiler and runtime packages (standin/debian.py)."""
+    gcc, target = debs.gcc_version, "linux-aarch64"
+    lib = "usr/aarch64-linux-gnu/lib"
+    return [
+        StandIn("sysroot_linux-aarch64", "sysroot_linux-aarch64.yaml",
+                {"version": debs.glibc_version, "deb_dirs": " ".join(map(str, debs.dirs(debian.SYSROOT)))}),
+        StandIn("gcc_impl_linux-aarch64", "gcc_impl_linux-aarch64.yaml",
+                {"version": gcc, "gcc_major": debian.GCC_MAJOR, "deb_dirs": " ".join(map(str, debs.dirs(debian.CROSS_GCC)))}),
+        *compiler_standins(target, gcc, run=(f"gcc_impl_linux-aarch64 =={gcc}",)),
+        StandIn("libgcc-aarch64", "runtime_lib.yaml", {"name": "libgcc", "version": gcc,
+                "libs": str(debs.root / "libgcc-s1-arm64-cross" / lib / "libgcc_s.so.1")}, name="libgcc", platform=target),
+        StandIn("libstdcxx-aarch64", "runtime_lib.yaml", {"name": "libstdcxx", "version": gcc,
+                "libs": str(debs.root / "libstdc++6-arm64-cross" / lib / "libstdc++.so.6")},
+                run=[f"libgcc =={gcc}"], name="libstdcxx", platform=target),
+    ]
 
 
 def cuda_standin(m: Machine, package: CudaPackage) -> StandIn:

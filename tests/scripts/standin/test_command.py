@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
-from ssm_conda.standin import command, fidelity, repack
+from ssm_conda.standin import command, fidelity
 from ssm_conda.standin.packages import StandIn
 
 HAS_PY_SHARED = bool(list(Path(sys.base_prefix, "lib").glob("libpython3*.so*")))
@@ -130,7 +130,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
         return fake_machine
 
     monkeypatch.setattr(command, "discover", discover)
-    monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
+    monkeypatch.setattr(command, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {"python_abi": fidelity.load_record()["python_abi"]}
     monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
     assert cli.dev_main(["standin", "--offline"]) == 0
@@ -149,7 +149,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
 def test_a_channel_that_drifts_from_conda_forge_fails(fake_machine, cache, monkeypatch, capsys):
     """The fidelity check runs after every build: a package conda-forge has and the channel lacks fails it."""
     monkeypatch.setattr(command, "discover", lambda args, dirs, download_dir: fake_machine)
-    monkeypatch.setattr(repack, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
+    monkeypatch.setattr(command, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {name: fidelity.load_record()[name] for name in ("python_abi", "cuda-version")}
     monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
     assert cli.dev_main(["standin", "--offline"]) == 1
