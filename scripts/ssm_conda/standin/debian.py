@@ -26,8 +26,14 @@ CROSS_GCC = (
     "libitm1-arm64-cross",
 )
 SYSROOT = ("libc6-arm64-cross", "libc6-dev-arm64-cross", "linux-libc-dev-arm64-cross")
+# Debian's CPython for aarch64 and the libraries its extension modules link (conda-forge's python
+# has them as packages of their own; the stand-in's python carries them in lib/)
+PYTHON = tuple(f"{name}:arm64" for name in (
+    "python3.11", "python3.11-minimal", "libpython3.11", "libpython3.11-minimal", "libpython3.11-stdlib",
+    "libpython3.11-dev", "libffi8", "libexpat1", "zlib1g", "libbz2-1.0", "liblzma5", "libssl3", "libsqlite3-0",
+    "libuuid1", "libcrypt1", "libncursesw6", "libtinfo6", "libreadline8"))
 QEMU = ("qemu-user",)  # bookworm-backports: static, and emulates an aarch64 /proc/cpuinfo
-PACKAGES = (*CROSS_GCC, *SYSROOT, *QEMU)
+PACKAGES = (*CROSS_GCC, *SYSROOT, *PYTHON, *QEMU)
 
 
 @dataclass(frozen=True)
@@ -38,11 +44,15 @@ class DebianPackages:
     versions: dict[str, str]  # Debian name -> upstream version (2.36-8cross1 -> 2.36)
 
     def dirs(self, names: tuple[str, ...]) -> list[Path]:
-        return [self.root / name for name in names]
+        return [self.root / name.replace(":", "_") for name in names]
 
     @property
     def glibc_version(self) -> str:
         return self.versions["libc6-dev-arm64-cross"]
+
+    @property
+    def python_version(self) -> str:
+        return self.versions[PYTHON[0]]
 
     @property
     def gcc_version(self) -> str:
@@ -88,7 +98,12 @@ def fetch(cache: Path, packages: tuple[str, ...] = PACKAGES, offline: bool = Fal
         if shutil.which(tool) is None:
             raise UsageError(f"{tool} not found: the linux-aarch64 stand-in repacks Debian's packages")
     debs = cache / "debs"
-    found = {name: sorted(debs.glob(f"{name}_*.deb")) for name in packages}
+
+    def files(name: str) -> list[Path]:  # python3.11:arm64 is python3.11_<version>_arm64.deb
+        base, _, arch = name.partition(":")
+        return sorted(debs.glob(f"{base}_*_{arch}.deb" if arch else f"{base}_*.deb"))
+
+    found = {name: files(name) for name in packages}
     if missing := [name for name, paths in found.items() if not paths]:
         if offline:
             raise UsageError(f"no Debian package {missing[0]} in {debs} (and --offline)")
@@ -96,16 +111,16 @@ def fetch(cache: Path, packages: tuple[str, ...] = PACKAGES, offline: bool = Fal
         debs.mkdir(parents=True, exist_ok=True)
         _apt(["apt-get", "update", "-q"], debs, env)
         _apt(["apt-get", "download", "-q", *(f"{name}/{newest_suite(name, env)}" for name in missing)], debs, env)
-        found = {name: sorted(debs.glob(f"{name}_*.deb")) for name in packages}
+        found = {name: files(name) for name in packages}
     root, versions = cache / "unpacked", {}
     for name, paths in found.items():
-        deb = paths[-1]
+        deb, folder = paths[-1], root / name.replace(":", "_")
         versions[name] = upstream_version(deb.name.split("_")[1].replace("%3a", ":"))
         stamp = root / ".stamps" / deb.name
         if not stamp.exists():
-            shutil.rmtree(root / name, ignore_errors=True)
-            (root / name).mkdir(parents=True)
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(root / name)], check=True)
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True)
             stamp.parent.mkdir(parents=True, exist_ok=True)
             stamp.touch()
     return DebianPackages(root, versions)

@@ -4,6 +4,7 @@ this machine) and the lists a template cannot compute itself (run requirements, 
 from __future__ import annotations
 
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,7 @@ def cross_standins(debs: DebianPackages) -> list[StandIn]:
     conda-forge's sysroot, compiler and runtime packages (standin/debian.py)."""
     gcc, target = debs.gcc_version, "linux-aarch64"
     lib = "usr/aarch64-linux-gnu/lib"
+    py_ver = ".".join(debs.python_version.split(".")[:2])
     return [
         StandIn("sysroot_linux-aarch64", "sysroot_linux-aarch64.yaml",
                 {"version": debs.glibc_version, "deb_dirs": " ".join(map(str, debs.dirs(debian.SYSROOT)))}),
@@ -126,6 +128,11 @@ def cross_standins(debs: DebianPackages) -> list[StandIn]:
         StandIn("libstdcxx-aarch64", "runtime_lib.yaml", {"name": "libstdcxx", "version": gcc,
                 "libs": str(debs.root / "libstdc++6-arm64-cross" / lib / "libstdc++.so.6")},
                 run=[f"libgcc =={gcc}"], name="libstdcxx", platform=target),
+        StandIn("python-aarch64", "python_debian.yaml", {"version": debs.python_version, "py_ver": py_ver,
+                "triplet": "aarch64-linux-gnu", "deb_dirs": " ".join(map(str, debs.dirs(debian.PYTHON))),
+                "build_python": sys.executable},  # runs debian_python.py
+                name="python", platform=target, undigested=("build_python",)),
+        StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver}),
     ]
 
 

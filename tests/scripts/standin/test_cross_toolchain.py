@@ -1,9 +1,11 @@
-"""The stand-in's linux-aarch64 toolchain, end to end: Debian's cross gcc and aarch64 glibc repacked
+"""The stand-in's linux-aarch64 packages, end to end: Debian's cross gcc and aarch64 glibc repacked
 as conda-forge's packages, installed with py-rattler, activated as rattler-build activates a build
-environment, compile C++ that runs under user-mode emulation and reads nothing of the build machine."""
+environment, compile C++ that runs under user-mode emulation and reads nothing of the build machine;
+Debian's aarch64 CPython, repacked, runs there with conda's site-packages and sysconfig."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -33,10 +35,19 @@ def elf_machine(path: Path) -> int:
     return int.from_bytes(path.read_bytes()[18:20], "little")
 
 
-@pytest.mark.slow
-def test_cross_toolchain_builds_aarch64_code_that_runs_under_emulation(tmp_path):
-    channel = tmp_path / "channel"
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory) -> Path:
+    channel = tmp_path_factory.mktemp("aarch64") / "channel"
     assert cli.dev_main(["standin", "--target-platform", "linux-aarch64", "--dir", str(channel)]) == 0
+    return channel
+
+
+def qemu() -> Path:
+    return debian.fetch(cache_dir() / "debian", debian.QEMU).root / "qemu-user/usr/bin/qemu-aarch64"
+
+
+@pytest.mark.slow
+def test_cross_toolchain_builds_aarch64_code_that_runs_under_emulation(channel, tmp_path):
     build, host = tmp_path / "build_env", tmp_path / "host_env"
     install_into_prefix([channel.as_uri()], ["gxx_linux-aarch64"], build, platform="linux-64")
     installed = install_into_prefix([channel.as_uri()], ["libstdcxx"], host, platform="linux-aarch64")
@@ -62,7 +73,28 @@ def test_cross_toolchain_builds_aarch64_code_that_runs_under_emulation(tmp_path)
         resolved = Path(directory).resolve()
         assert resolved.is_relative_to(build) or resolved.is_relative_to(host), directory
 
-    qemu = debian.fetch(cache_dir() / "debian", debian.QEMU).root / "qemu-user/usr/bin/qemu-aarch64"
-    run = subprocess.run([str(qemu), "-L", str(sysroot), "-E", f"LD_LIBRARY_PATH={host / 'lib'}", str(binary)],
+    run = subprocess.run([str(qemu()), "-L", str(sysroot), "-E", f"LD_LIBRARY_PATH={host / 'lib'}", str(binary)],
                          capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stdout) == (0, "aarch64 says 9\n"), run.stderr
+
+
+@pytest.mark.slow
+def test_aarch64_python_runs_with_conda_layout(channel, tmp_path):
+    """Debian's interpreter, repacked: conda's site-packages on sys.path and as pip's target, sysconfig
+    naming this prefix and conda's cross compilers, under the names cross-python reads."""
+    sysroot_env, prefix = tmp_path / "build_env", tmp_path / "host_env"
+    install_into_prefix([channel.as_uri()], ["sysroot_linux-aarch64"], sysroot_env, platform="linux-64")
+    install_into_prefix([channel.as_uri()], ["python 3.11.*"], prefix, platform="linux-aarch64")
+    assert (prefix / "lib/python3.11/_sysconfigdata_aarch64_conda_linux_gnu.py").is_file()
+    assert elf_machine((prefix / "bin/python3.11").resolve()) == EM_AARCH64
+    probe = ("import json, site, sys, sysconfig, ctypes, ssl, zlib, lzma, bz2, sqlite3; print(json.dumps(["
+             "[p for p in sys.path if p.endswith('-packages')], sysconfig.get_paths()['purelib'], "
+             "sysconfig.get_config_var('CC'), sysconfig.get_config_var('INCLUDEPY'), sysconfig.get_config_var('EXT_SUFFIX')]))")
+    run = subprocess.run([str(qemu()), "-L", str(sysroot_env / "aarch64-conda-linux-gnu/sysroot"),
+                          str(prefix / "bin/python3.11"), "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    site_packages = str(prefix / "lib/python3.11/site-packages")
+    paths, purelib, cc, include, suffix = json.loads(run.stdout)
+    assert site_packages in paths and purelib == site_packages
+    assert cc.split()[0] == "aarch64-conda-linux-gnu-gcc" and include == str(prefix / "include/python3.11")
+    assert suffix == ".cpython-311-aarch64-linux-gnu.so" and (prefix / "include/python3.11/Python.h").is_file()

@@ -11,7 +11,8 @@ from ssm_conda.standin.debian import DebianPackages
 from ssm_conda.standin.packages import COMPUTE_CAPABILITIES
 from ssm_conda.standin.wheels import Wheel
 
-FAKE_DEBS = DebianPackages(Path("/debs"), {"libc6-dev-arm64-cross": "2.36", "gcc-12-aarch64-linux-gnu": "12.2.0"})
+FAKE_DEBS = DebianPackages(Path("/debs"), {"libc6-dev-arm64-cross": "2.36", "gcc-12-aarch64-linux-gnu": "12.2.0",
+                                       "python3.11:arm64": "3.11.2"})
 
 
 def by_key(fake_machine) -> dict[str, packages.StandIn]:
