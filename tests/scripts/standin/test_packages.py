@@ -2,33 +2,28 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 from ssm_conda.standin import catalog, packages
-from ssm_conda.standin.debian import DebianPackages
 from ssm_conda.standin.packages import COMPUTE_CAPABILITIES
 from ssm_conda.standin.wheels import Wheel
-
-FAKE_DEBS = DebianPackages(Path("/debs"), {"libc6-dev-arm64-cross": "2.36", "gcc-12-aarch64-linux-gnu": "12.2.0",
-                                       "python3.11:arm64": "3.11.2"})
 
 
 def by_key(fake_machine) -> dict[str, packages.StandIn]:
     return {s.key: s for s in packages.standins(fake_machine)}
 
 
-def every_standin(fake_machine) -> list[packages.StandIn]:
+@pytest.fixture
+def every_standin(fake_machine, fake_cross_standins, fake_aarch64_machine) -> list[packages.StandIn]:
     """linux-64's and what cross-compiling for linux-aarch64 adds."""
-    return [*packages.standins(fake_machine), *packages.cross_standins(FAKE_DEBS)]
+    return [*packages.standins(fake_machine), *fake_cross_standins, *packages.aarch64_standins(fake_aarch64_machine)]
 
 
-def test_every_catalog_name_is_a_standin_and_back(fake_machine):
+def test_every_catalog_name_is_a_standin_and_back(fake_machine, every_standin):
     """--rebuild accepts exactly the stand-ins' names."""
     standins = packages.standins(fake_machine)
-    assert {s.conda_name for s in every_standin(fake_machine)} == catalog.all_names()
-    assert len(catalog.all_names()) == 93
+    assert {s.conda_name for s in every_standin} == catalog.all_names()
+    assert len(catalog.all_names()) == 104
     assert len(standins) == len({s.key for s in standins}) == 88 + len(COMPUTE_CAPABILITIES)
 
 
@@ -93,13 +88,13 @@ def test_written_recipe_has_the_lists_and_helpers(fake_machine, tmp_path):
     assert "content: |" in path.read_text()  # the build script stays a readable block
 
 
-def test_every_standin_renders(fake_machine, tmp_path):
+def test_every_standin_renders(fake_machine, every_standin, tmp_path):
     """Each template, with its context, renders to the conda-forge name and a version (the build
     runs only in the end-to-end test)."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
     variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [fake_machine.py_ver]}))
-    for standin in every_standin(fake_machine):
+    for standin in every_standin:
         recipe_path = packages.write_recipe(standin, tmp_path / standin.key)
         render = RenderConfig(PlatformConfig(target_platform=standin.platform),
                               extra_context={k: str(v) for k, v in standin.context.items()})
@@ -111,8 +106,8 @@ def test_every_standin_renders(fake_machine, tmp_path):
 
 
 @pytest.mark.parametrize("template", sorted(p.name for p in packages.RECIPES_DIR.glob("*.yaml")))
-def test_every_template_is_used(fake_machine, template):
-    assert template in {s.template for s in every_standin(fake_machine)}
+def test_every_template_is_used(every_standin, template):
+    assert template in {s.template for s in every_standin}
 
 
 def test_the_transformers_repacked_is_one_mamba_ssm_accepts():

@@ -1,6 +1,6 @@
-# Activation of the stand-in cuda-nvcc_linux-64: what conda-forge's (cuda-nvcc-feedstock
+# Activation of the stand-in cuda-nvcc_<target>: what conda-forge's (cuda-nvcc-feedstock
 # recipe/activate.sh) sets. It leaves CUDA_HOME alone.
-_cuda_targets="targets/x86_64-linux"
+_cuda_targets="@TARGET_DIR@"
 if [ "${CONDA_BUILD:-0}" = "1" ]; then
   _cuda_cflags="-I${PREFIX}/${_cuda_targets}/include -I${PREFIX}/${_cuda_targets}/include/cccl -I${BUILD_PREFIX}/${_cuda_targets}/include -I${BUILD_PREFIX}/${_cuda_targets}/include/cccl"
   _cuda_ldflags="-L${PREFIX}/${_cuda_targets}/lib -L${PREFIX}/${_cuda_targets}/lib/stubs -L${BUILD_PREFIX}/${_cuda_targets}/lib -L${BUILD_PREFIX}/${_cuda_targets}/lib/stubs"

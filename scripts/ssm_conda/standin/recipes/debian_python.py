@@ -33,6 +33,8 @@ dist = prefix / "lib" / "python3" / "dist-packages"
 dist.mkdir(parents=True, exist_ok=True)
 (dist / "conda-site-packages.pth").write_text(
     f"import os, site, sys; site.addsitedir(os.path.join(sys.prefix, 'lib', 'python{py_ver}', 'site-packages'))\n")
+# Debian's hook that sends setuptools' installs to local/ (upstream and conda-forge have none)
+(stdlib / "_distutils_system_mod.py").unlink()
 replace(stdlib / "sysconfig.py", "            prefix_scheme = 'posix_local'\n", "            prefix_scheme = 'posix_prefix'\n")
 
 debian_data = stdlib / f"_sysconfigdata__{triplet}.py"
