@@ -73,7 +73,8 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 def configure_plan_command(parser: argparse.ArgumentParser) -> None:
     configure_plan(parser)
     parser.add_argument("--target-platform", choices=PLATFORMS, default=TARGET_PLATFORM,
-                        help=f"render for this platform (default: this machine's, {TARGET_PLATFORM})")
+                        help=f"the platform to build for (default: this machine's, {TARGET_PLATFORM}); "
+                             "linux-aarch64 on linux-64 cross-compiles, as conda-forge does")
 
 
 def add_channel_argument(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +87,7 @@ def add_channel_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    configure_plan(parser)
+    configure_plan_command(parser)
     parser.add_argument("--output-dir", default="output", help="output channel (default: output)")
     parser.add_argument(
         "--skip-existing", action="store_true", help="skip variants already in the output channel"
@@ -277,6 +278,10 @@ def planned(args: argparse.Namespace, selection: Selection | None = None) -> tup
     if getattr(args, "line_info", False):
         overrides["nvcc_lineinfo"] = ["1"]
     target = getattr(args, "target_platform", TARGET_PLATFORM)
+    if target != TARGET_PLATFORM:
+        # a cross build: py-rattler-build solves the host environment for the variant's host_platform
+        # (the recipes name it), or for this machine when the variant has none
+        overrides["host_platform"] = [target]
     return channels, plan(selection or selection_from_args(args), overrides=overrides, target_platform=target)
 
 
