@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from ssm_conda.matrix import PlannedVariant, plan
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, plan
 
 
 @cache
-def whole_matrix() -> tuple[PlannedVariant, ...]:
-    return tuple(plan())
+def whole_matrix(target_platform: str = TARGET_PLATFORM) -> tuple[PlannedVariant, ...]:
+    return tuple(plan(target_platform=target_platform))
 
 
 def variants(**wanted: str) -> list[PlannedVariant]:

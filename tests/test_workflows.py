@@ -132,14 +132,18 @@ def test_the_jobs_come_from_ci_matrix_and_nothing_repeats_variants():
 def test_the_build_job_runs_what_ci_tests():
     """`pixi run build` is `ssm-conda build`, with the selectors the end-to-end test passes it."""
     (step,) = [s for s in BUILD["jobs"]["build"]["steps"] if "pixi run build" in s.get("run", "")]
-    assert step["run"] == 'pixi run build --cuda "$CUDA" --torch "$TORCH" --generation "$GENERATION"'
+    assert step["run"] == ('pixi run build --target-platform "$TARGET_PLATFORM" --cuda "$CUDA" --torch "$TORCH" '
+                           '--generation "$GENERATION"')
     assert tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["tasks"]["build"]["cmd"] == "ssm-conda build"
     end_to_end = (REPO_ROOT / "tests" / "test_end_to_end.py").read_text()
     assert '"--cuda", CUDA' in end_to_end and '"--torch", TORCH, "--generation", GENERATION' in end_to_end
+    assert '["--target-platform", target_platform]' in end_to_end  # test_end_to_end_aarch64.py's cross builds
     job = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda", "ci-matrix"], capture_output=True, text=True,
                                     check=True).stdout)["include"][0]
-    args = cli.parse_args(["build", "--cuda", job["cuda"], "--torch", job["torch"], "--generation", job["generation"]])
-    assert (args.cuda, args.torch, args.generation) == (job["cuda"], job["torch"], [job["generation"]])
+    args = cli.parse_args(["build", "--target-platform", job["platform"], "--cuda", job["cuda"], "--torch", job["torch"],
+                           "--generation", job["generation"]])
+    assert (args.target_platform, args.cuda, args.torch, args.generation) == (
+        job["platform"], job["cuda"], job["torch"], [job["generation"]])
 
 
 def test_the_compiler_cache_is_kept_from_main_and_never_reaches_a_release():

@@ -1,6 +1,8 @@
-"""The CI jobs, from variants/ alone: one per (CUDA, pytorch minor, GPU generation), building
-causal-conv1d and then mamba-ssm for every Python of its file, so that every Python after the first
-compiles from the job's compiler cache.
+"""The CI jobs, from variants/ alone: one per (platform, CUDA, pytorch minor, GPU generation),
+building causal-conv1d and then mamba-ssm for every Python of its file, so that every Python after
+the first compiles from the job's compiler cache. linux-aarch64's jobs cross-compile on the linux-64
+runners, as conda-forge builds its aarch64 packages (cross compilation takes as long as a native
+build: the same nvcc compiles the same device code).
 
     ssm-conda ci-matrix                   # {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
     ssm-conda ci-matrix --github-output   # also append matrix=<json> to $GITHUB_OUTPUT (fromJSON)
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import PipelineError, UsageError, human_duration, print_table
-from ssm_conda.matrix import Selection, load_variant_files, plan
+from ssm_conda.matrix import PLATFORMS, Selection, VariantFile, load_variant_files, plan
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
 # Measured on 2 cores against the stand-in channel, CUDA 13.0 (docs/ci.md says how to reproduce them):
@@ -43,7 +45,8 @@ def cold_seconds(package: str, archs: int) -> float:
 
 @dataclass(frozen=True)
 class Job:
-    name: str  # cuda130-torch2.13-sm90
+    name: str  # cuda130-torch2.13-sm90; aarch64-cuda130-torch2.13-sm90
+    platform: str  # the target: linux-64, or linux-aarch64 (cross-compiled)
     file: str
     cuda: str
     torch: str
@@ -54,23 +57,32 @@ class Job:
     cached_minutes: int  # every compile from the last run's cache (a recipe-only change)
 
 
-def jobs(directory: Path = VARIANTS_DIR) -> list[Job]:
-    try:
-        files = load_variant_files(directory)
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise PipelineError(f"a file in {directory} is not a valid variant file: {exc}") from exc
-    if not files:
-        raise PipelineError(f"no variant files (*.yaml) in {directory}")
+def jobs(directory: Path = VARIANTS_DIR, platforms: tuple[str, ...] = PLATFORMS) -> list[Job]:
+    found = []
+    for platform in platforms:
+        try:
+            files = load_variant_files(directory, platform)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise PipelineError(f"a file in {directory} is not a valid variant file: {exc}") from exc
+        if not files:
+            raise PipelineError(f"no variant files (*.yaml) in {directory}")
+        found += platform_jobs(files, platform)
+    return found
+
+
+def platform_jobs(files: list[VariantFile], platform: str) -> list[Job]:
+    prefix = "" if platform == "linux-64" else f"{platform.removeprefix('linux-')}-"
     found = []
     for vfile in files:
-        planned = plan(Selection(cuda=vfile.cuda), files=[vfile])
+        planned = plan(Selection(cuda=vfile.cuda), files=[vfile], target_platform=platform)
         packages = Counter((v.torch, v.generation) for v in planned)
         for torch, generation in packages:  # in the plan's order
             archs = len(parse_arch_list(vfile.generations[generation]))
             pythons = packages[torch, generation] // len(PACKAGES)
             cold = SETUP_S + sum(cold_seconds(p, archs) + (pythons - 1) * CACHED_S[p] for p in PACKAGES)
             cached = SETUP_S + pythons * sum(CACHED_S.values())
-            found.append(Job(f"cuda{vfile.cuda.replace('.', '')}-torch{torch}-{generation}", vfile.display_path,
+            found.append(Job(f"{prefix}cuda{vfile.cuda.replace('.', '')}-torch{torch}-{generation}", platform,
+                             vfile.display_path,
                              vfile.cuda, torch, generation, vfile.generations[generation],
                              packages[torch, generation], round(cold / 60), round(cached / 60)))
     return found

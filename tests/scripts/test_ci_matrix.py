@@ -15,18 +15,23 @@ from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 from tests.rendered import whole_matrix
 
 
-def test_one_job_per_cuda_torch_and_generation():
-    """Each job is one (CUDA, torch, generation) that rattler-build renders, with both packages for every Python."""
-    rendered = Counter((v.cuda, v.torch, v.generation) for v in whole_matrix())
-    jobs = ci_matrix.jobs()
+@pytest.mark.parametrize(("platform", "prefix"), [("linux-64", ""), ("linux-aarch64", "aarch64-")])
+def test_one_job_per_cuda_torch_and_generation(platform, prefix):
+    """Each job is one (CUDA, torch, generation) that rattler-build renders for its platform, with both
+    packages for every Python; linux-aarch64's (8.7 in its lists) are cross-compiled on linux-64."""
+    matrix = whole_matrix(platform)
+    rendered = Counter((v.cuda, v.torch, v.generation) for v in matrix)
+    jobs = [j for j in ci_matrix.jobs() if j.platform == platform]
     assert [(j.cuda, j.torch, j.generation) for j in jobs] == list(rendered)
     for job in jobs:
         assert job.packages == rendered[job.cuda, job.torch, job.generation]
-        assert job.name == f"cuda{job.cuda.replace('.', '')}-torch{job.torch}-{job.generation}"
-        pythons = {v.python for v in whole_matrix() if (v.cuda, v.torch, v.generation) == (job.cuda, job.torch, job.generation)}
+        assert job.name == f"{prefix}cuda{job.cuda.replace('.', '')}-torch{job.torch}-{job.generation}"
+        pythons = {v.python for v in matrix if (v.cuda, v.torch, v.generation) == (job.cuda, job.torch, job.generation)}
         assert job.packages == len(pythons) * len(PACKAGES)
-        assert job.archs == next(v.archs for v in whole_matrix() if v.generation == job.generation and v.cuda == job.cuda)
-    assert sum(j.packages for j in jobs) == len(whole_matrix())
+        assert job.archs == next(v.archs for v in matrix if v.generation == job.generation and v.cuda == job.cuda)
+    assert sum(j.packages for j in jobs) == len(matrix)
+    if platform == "linux-aarch64":
+        assert "8.7" in next(j.archs for j in jobs if j.generation == "all" and j.cuda == "13.0")
 
 
 def test_the_longest_job_fits_the_runner_with_the_margin():
@@ -39,7 +44,7 @@ def test_cold_time_grows_with_the_architectures_and_the_cache_saves_it():
     for package in PACKAGES:
         assert ci_matrix.cold_seconds(package, 1) == ci_matrix.COLD_S[package]
         assert ci_matrix.cold_seconds(package, 8) / ci_matrix.cold_seconds(package, 1) == pytest.approx(45.3 / 6.6, rel=0.02)
-    jobs = {j.generation: j for j in ci_matrix.jobs() if j.cuda == "13.0" and j.torch == "2.13"}
+    jobs = {j.generation: j for j in ci_matrix.jobs() if j.cuda == "13.0" and j.torch == "2.13" and j.platform == "linux-64"}
     assert jobs["all"].cold_minutes > jobs["sm8x"].cold_minutes > jobs["sm90"].cold_minutes
     assert {j.cached_minutes for j in jobs.values()} == {jobs["sm90"].cached_minutes}  # the cache makes them alike
     assert jobs["sm90"].cached_minutes < jobs["sm90"].cold_minutes
@@ -49,7 +54,8 @@ def test_durations_table(capsys):
     assert cli.main(["ci-matrix", "--durations"]) == 0
     out = capsys.readouterr().out
     assert "cuda130-torch2.13-sm90" in out and "from the cache" in out
-    assert f"{len(ci_matrix.jobs())} jobs, {len(whole_matrix())} packages; longest: cuda130-torch" in out
+    packages = len(whole_matrix("linux-64")) + len(whole_matrix("linux-aarch64"))
+    assert f"{len(ci_matrix.jobs())} jobs, {packages} packages; longest: aarch64-cuda130-torch" in out
     assert "within the 6 h job limit (required: 2.0x)" in out
 
 
@@ -61,7 +67,7 @@ def test_script_prints_json_for_fromjson(tmp_path):
     )
     printed = json.loads(result.stdout)
     assert [job["name"] for job in printed["include"]] == [j.name for j in ci_matrix.jobs()]
-    assert set(printed["include"][0]) == {"name", "file", "cuda", "torch", "generation", "archs", "packages",
+    assert set(printed["include"][0]) == {"name", "platform", "file", "cuda", "torch", "generation", "archs", "packages",
                                           "cold_minutes", "cached_minutes"}
     assert result.stdout.count("\n") == 1  # one line: `fromJSON` reads it from a step output
     assert out.read_text() == f"matrix={result.stdout}"
@@ -75,7 +81,8 @@ def test_new_variant_file_is_picked_up(tmp_path):
     data["pytorch"] = ["2.13"]
     (tmp_path / "cuda131.yaml").write_text(yaml.safe_dump(data))
     names = [j.name for j in ci_matrix.jobs(tmp_path)]
-    assert names[-1] == "cuda131-torch2.13-all" and len(names) == len(ci_matrix.jobs()) + 1
+    assert "cuda131-torch2.13-all" in names and names[-1] == "aarch64-cuda131-torch2.13-all"
+    assert len(names) == len(ci_matrix.jobs()) + 2  # one per platform
 
 
 def test_empty_or_broken_variants_dir(tmp_path, capsys):
