@@ -42,3 +42,27 @@ def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     root = unpack_patched(tmp_path_factory.mktemp("sdist"))
     assert (root / "causal_conv1d" / "cpp_functions.py").is_file()
     return [root, REPO_ROOT / "tests" / "recipe" / "causal_conv1d" / "cpu_kernel"]
+
+
+@pytest.fixture(scope="session")
+def python_b() -> tuple[str, Path]:
+    """A second CPython (X.Y, prefix) with a shared libpython, for the variant that differs in Python alone."""
+    from tests.standin_channel import second_python
+
+    return second_python()
+
+
+@pytest.fixture(scope="session")
+def standin(python_b) -> Path:
+    """The offline stand-in channel (this Python's and Python B's packages), built once per session."""
+    from tests.standin_channel import build_standin
+
+    return build_standin(python_b)
+
+
+@pytest.fixture(scope="session")
+def standin_aarch64(standin) -> Path:
+    """The stand-in channel with linux-aarch64's packages added, for the cross builds."""
+    from tests.standin_channel import add_aarch64
+
+    return add_aarch64(standin)

@@ -1,14 +1,14 @@
 """The whole pipeline, for real, offline: stand-in channel -> ssm-conda build -> install -> import.
 
-Marked tests (run with --slow): the first builds the unchanged recipe for variants/cuda130.yaml's
-CUDA and newest pytorch minor / the running Python / the sm90 GPU generation against the offline
-stand-in channel (conda-forge's packages, checked against its record; no system CUDA toolkit in
-reach), with rattler-build's own solve, build environments, source fetch, patches, build script,
-nvcc compile, linking checks, test section and index, then installs the result with py-rattler
-into a fresh prefix and inspects it. The second builds the same variant for a second Python
-(another CPython with a shared libpython, found under ~/.pyenv/versions or named by
-SSM_CONDA_PYTHON_B_PREFIX) with the compiler cache the first one filled, and checks that its
-CUDA objects came from that cache.
+Marked tests (run with --slow; the stand-in channel is tests/conftest.py's session fixture): the
+first builds the unchanged recipe for variants/cuda130.yaml's CUDA and newest pytorch minor / the
+running Python / the sm90 GPU generation against the offline stand-in channel (conda-forge's
+packages, checked against its record; no system CUDA toolkit in reach), with rattler-build's own
+solve, build environments, source fetch, patches, build script, nvcc compile, linking checks, test
+section and index, then installs the result with py-rattler into a fresh prefix and inspects it. The
+second builds the same variant for a second Python (another CPython with a shared libpython, found
+under ~/.pyenv/versions or named by SSM_CONDA_PYTHON_B_PREFIX) with the compiler cache the first one
+filled, and checks that its CUDA objects came from that cache.
 """
 
 import json
@@ -26,21 +26,13 @@ from rattler.exceptions import SolverError
 from ssm_conda.build import cache_hits
 from ssm_conda.console import human_duration, human_size
 from ssm_conda.dev.solving import install_into_prefix, solve_for_machine
-from ssm_conda.matrix import Selection, load_variant_files, plan
+from ssm_conda.matrix import Selection, plan
 from ssm_conda.paths import cache_dir
-from ssm_conda.standin.fidelity import check_channel
 
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 from tests.recipe.generation_channel import package_record
+from tests.standin_channel import CUDA, GENERATION, GPU, PYTHON, TORCH, TORCH_NEXT, run, without_system_cuda
 
-# The current CUDA line's file and its newest pytorch minor: values conda-forge builds, no override.
-VARIANTS = next(f for f in load_variant_files() if f.path.name == "cuda130.yaml")
-CUDA, TORCH = VARIANTS.cuda, VARIANTS.torches[-1]
-TORCH_NEXT = f"{TORCH.split('.')[0]}.{int(TORCH.split('.')[1]) + 1}"
-GENERATION, GPU = "sm90", "9.0"  # GPU: the H100's __cuda_arch
-PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
-PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13", "3.10") if v != PYTHON]  # B differs in Python alone
-PYTHON_B_PREFIX_ENV = "SSM_CONDA_PYTHON_B_PREFIX"
 recipe_conftest = load_recipe_module("conftest")
 check_arch = load_recipe_module("check_arch", SHARED_TESTS)
 
@@ -56,61 +48,9 @@ def cuobjdump() -> str:
     pytest.fail("cuobjdump not found: pip install -r requirements-dev.txt (nvidia-cuda-cuobjdump)")
 
 
-def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    print("$", " ".join(args), flush=True)
-    return subprocess.run(args, check=True, text=True, **kwargs)
-
-
-def second_python() -> tuple[str, Path]:
-    """Variant B's Python: X.Y and a CPython installation of it with a shared libpython (what the
-    stand-in repacks), not the running Python's X.Y."""
-    named = os.environ.get(PYTHON_B_PREFIX_ENV)
-    candidates = [Path(named)] if named else [
-        p for version in PYTHON_B_CANDIDATES
-        for p in [*sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*")), Path("/usr/local"), Path("/usr")]
-    ]
-    for prefix in candidates:
-        for version in PYTHON_B_CANDIDATES:
-            if (prefix / "bin" / f"python{version}").exists() and list((prefix / "lib").glob(f"libpython{version}.so*")):
-                return version, prefix
-    pytest.fail(f"no second CPython ({', '.join(PYTHON_B_CANDIDATES)}) with a shared libpython for variant B: "
-                f"set {PYTHON_B_PREFIX_ENV} to its prefix")
-
-
 def tag(python: str) -> str:
     """cp312 for 3.12."""
     return "cp" + python.replace(".", "")
-
-
-@pytest.fixture(scope="module")
-def python_b() -> tuple[str, Path]:
-    return second_python()
-
-
-def without_system_cuda() -> dict[str, str]:
-    """The environment with no CUDA toolkit in reach: no CUDA_HOME or CUDA_PATH, no folder on PATH that
-    holds an nvcc (the stand-in takes nvcc from NVIDIA's wheels, the build from the stand-in's cuda-nvcc)."""
-    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not Path(d, "nvcc").exists()]
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    env["PATH"] = os.pathsep.join(path)
-    assert shutil.which("nvcc", path=env["PATH"]) is None
-    return env
-
-
-@pytest.fixture(scope="module")
-def standin(python_b) -> Path:
-    """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
-    channel = cache_dir() / "standin"
-    # SSM_CONDA_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
-    # so the stand-in is repacked from them instead of downloading about 1 GB from PyPI.
-    wheel_dirs = [d for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d]
-    standin_command = (sys.executable, "-m", "ssm_conda.dev", "standin", "--dir", str(channel),
-                       *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
-    run(*standin_command, "--torch", TORCH, env=without_system_cuda())
-    run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH, env=without_system_cuda())
-    # `ssm-conda-dev standin` checks its packages against conda-forge's record; so does this test
-    assert check_channel(channel) == []
-    return channel
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +71,14 @@ def assert_gpu_tests_skipped_with_reason(output: str) -> None:
     assert passed >= 2 and skipped >= 360 + 532 and deselected > 10_000, summary.group(0)
 
 
-def build_variant(channel: Path, output: Path, python: str, ccache: Path,
-                  package_name: str = "causal-conv1d") -> tuple[Path, str, float]:
+def build_variant(channel: Path, output: Path, python: str, ccache: Path, package_name: str = "causal-conv1d",
+                  target_platform: str | None = None) -> tuple[Path, str, float]:
     """`ssm-conda build --package NAME` for one variant, its output streamed (a long compile shows
     progress in the CI log)."""
     start = time.monotonic()
     command = [sys.executable, "-m", "ssm_conda", "build", "--package", package_name, "--channel", channel.as_uri(),
-               "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--generation", GENERATION]
+               "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--generation", GENERATION,
+               *(["--target-platform", target_platform] if target_platform else [])]
     env = {**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
@@ -161,11 +102,12 @@ def built(standin, ccache):
     return output, package, log, seconds
 
 
-def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output: Path, ccache: Path) -> None:
+def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output: Path, ccache: Path,
+                                             python: str = PYTHON) -> Path:
     """The extension carries the sm90 generation's code, sm_90 SASS and compute_90 PTX, and nothing
     else, every image compressed (--compress-mode=size); its RPATHs are relative; nothing from the
-    build machine leaked into the package."""
-    (extension,) = unpacked.glob(f"lib/python{PYTHON}/site-packages/{module}.cpython-{tag(PYTHON)[2:]}-*.so")
+    build machine leaked into the package. Returns the extension."""
+    (extension,) = unpacked.glob(f"lib/python{python}/site-packages/{module}.cpython-{tag(python)[2:]}-*.so")
     elves = run(cuobjdump(), "--list-elf", str(extension), capture_output=True).stdout
     archs = set(re.findall(r"\.(sm_\w+)\.cubin", elves))
     assert archs == {"sm_90"}, elves
@@ -189,6 +131,7 @@ def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output
         if ccache_dir in data or (installed_text and (b"rattler-build_" in data or str(output).encode() in data)):
             leaked.append(str(f.relative_to(unpacked)))
     assert not leaked, leaked
+    return extension
 
 
 def unpack(package: Path, destination: Path) -> Path:
