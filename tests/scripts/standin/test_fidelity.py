@@ -83,6 +83,21 @@ def test_a_changed_record_fails(channel, name, key, value, problem):
     assert len(problems) == 1 and problems[0].startswith(name) and problem in problems[0], problems
 
 
+def test_the_record_is_linux_64s(channel, tmp_path):
+    """linux-aarch64's cuda-cudart (sbsa-linux paths) is not held to linux-64's record; in linux-64 it would fail."""
+    import shutil
+
+    copy = tmp_path / "channel"
+    shutil.copytree(channel, copy)
+    (cudart,) = (copy / "linux-64").glob("cuda-cudart-13*.conda")
+    static = next((copy / "linux-64").glob("cuda-cudart-static-13*.conda"))
+    (copy / "linux-aarch64").mkdir()
+    shutil.copy(static, copy / "linux-aarch64" / cudart.name)  # cuda-cudart by name, wrong in every respect
+    assert fidelity.check_channel(copy, record()) == []
+    shutil.copy(static, cudart)
+    assert any(p.startswith("cuda-cudart 13") for p in fidelity.check_channel(copy, record()))
+
+
 def test_a_stand_in_that_drifts_fails(tmp_path, monkeypatch):
     """The stand-in as it was: the real libcudart inside cuda-cudart, no cuda-cudart_linux-64."""
     from tests.scripts.standin.conftest import machine
