@@ -8,15 +8,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--slow", action="store_true", help="also run the end-to-end build")
+    parser.addoption("--aarch64-mamba", action="store_true",
+                     help="with --slow: also cross-build mamba-ssm for linux-aarch64 and construct it under qemu "
+                          "(about 13 minutes more, beyond what CI's time holds)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--slow"):
-        return
-    skip = pytest.mark.skip(reason="end-to-end build: run with --slow")
+    skips = {"slow": (not config.getoption("--slow"), "end-to-end build: run with --slow"),
+             "aarch64_mamba": (not config.getoption("--aarch64-mamba"),
+                               "mamba-ssm's linux-aarch64 build (about 13 min): run with --slow --aarch64-mamba")}
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        for marker, (skipped, reason) in skips.items():
+            if skipped and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")
