@@ -117,7 +117,7 @@ def run_cross(args: argparse.Namespace, channel: Path, rebuild: frozenset[str], 
     """The linux-aarch64 additions to a channel: Debian's packages (cached under the cache's debian/)
     and the aarch64 wheels, every input found before anything is written."""
     debs = debian.fetch(cache_dir() / "debian", offline=args.offline)
-    py_ver = ".".join(debs.python_version.split(".")[:2])
+    py_ver = debs.py_ver
     if not list((channel / "linux-64").glob(f"python-{py_ver}.*.conda")):
         raise UsageError(f"{channel} has no linux-64 python {py_ver}, which cross-compiling runs: build the channel "
                          f"for it first (ssm-conda-dev standin --python-prefix <a CPython {py_ver}>)")

@@ -55,6 +55,11 @@ class DebianPackages:
         return self.versions[PYTHON[0]]
 
     @property
+    def py_ver(self) -> str:
+        """The CPython's X.Y (3.11)."""
+        return ".".join(self.python_version.split(".")[:2])
+
+    @property
     def gcc_version(self) -> str:
         return self.versions[f"gcc-{GCC_MAJOR}-aarch64-linux-gnu"]
 

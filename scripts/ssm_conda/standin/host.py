@@ -290,7 +290,7 @@ def discover_cross(args: argparse.Namespace, debs: DebianPackages, dirs: Sequenc
     """What the linux-aarch64 packages of a cross build repack: Debian's CPython (standin/debian.py)
     and the aarch64 wheels of torch, its companions, NVIDIA's CUDA libraries and toolkit, and the
     binary packages; downloaded into `download_dir` when missing (unless --offline)."""
-    py_ver = ".".join(debs.python_version.split(".")[:2])
+    py_ver = debs.py_ver
     target = Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64")
     dirs = list(dict.fromkeys([*dirs, download_dir]))
     torch_kind, torch_src, torch_version = detect_torch(args, target, dirs, download_dir)

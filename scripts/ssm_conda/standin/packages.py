@@ -139,7 +139,7 @@ def cross_standins(debs: DebianPackages, crossenv: Wheel, target_python: Target)
     cross-python with the crossenv it runs."""
     gcc, target = debs.gcc_version, "linux-aarch64"
     lib = "usr/aarch64-linux-gnu/lib"
-    py_ver = ".".join(debs.python_version.split(".")[:2])
+    py_ver = debs.py_ver
     return [
         StandIn("sysroot_linux-aarch64", "sysroot_linux-aarch64.yaml",
                 {"version": debs.glibc_version, "deb_dirs": " ".join(map(str, debs.dirs(debian.SYSROOT)))}),
