@@ -213,6 +213,6 @@ def test_publishing_uses_trusted_publishing_with_attestations():
 def test_the_matrix_follows_conda_forge_weekly_through_a_pull_request():
     assert SYNC[ON]["schedule"][0]["cron"] and "workflow_dispatch" in SYNC[ON]
     steps = SYNC["jobs"]["sync"]["steps"]
-    assert any(s.get("run") == "pixi run ssm-conda sync-matrix" for s in steps)
+    assert any(s.get("run") == "pixi run ssm-conda-dev sync-matrix" for s in steps)
     assert steps[-1]["uses"].startswith("peter-evans/create-pull-request@")
     assert SYNC["jobs"]["sync"]["permissions"] == {"contents": "write", "pull-requests": "write"}

@@ -1,6 +1,6 @@
 """ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d, mamba-ssm).
 
-The tools for developing this project (the offline stand-in channel, the build, zstd and kernel benchmarks)
+The tools for developing this project (the offline stand-in channel, sync-matrix, the benchmarks)
 are `ssm-conda-dev` (`python -m ssm_conda.dev`). Every subcommand takes -v/--verbose, before or
 after its name; `ssm-conda COMMAND --help` says what it does and what it accepts. Bad input is one
 line on stderr naming the value and what is accepted, with exit status 2, and nothing is written.
@@ -37,11 +37,11 @@ COMMANDS = (
             "machine's GPU (rattler-build test)"),
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
             "and GPU generation) and their expected times"),
-    Command("sync-matrix", "ssm_conda.sync_matrix", "set the pytorch minors in variants/ to those a channel "
-            "(conda-forge) builds with each CUDA version"),
 )
 # ssm-conda-dev: what developing this project needs, apart from what a channel maintainer runs
 DEV_COMMANDS = (
+    Command("sync-matrix", "ssm_conda.dev.sync_matrix", "set the pytorch minors in variants/ to those a channel "
+            "(conda-forge) builds with each CUDA version (the weekly workflow's pull request)"),
     Command("standin", "ssm_conda.standin.command", "build the offline stand-in channel (conda-forge names, this "
             "machine's binaries) for machines without conda-forge"),
     Command("bench-build", "ssm_conda.benchmarks.build_times", "time real builds: the compiler cache across "

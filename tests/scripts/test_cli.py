@@ -27,10 +27,10 @@ def test_every_subcommand_has_help_text_and_a_description(capsys, prog, commands
 
 
 def test_a_channel_maintainers_commands_apart_from_the_development_tools(capsys):
-    """ssm-conda is what a channel maintainer runs; the stand-in and the benchmarks are ssm-conda-dev's."""
+    """ssm-conda is what a channel maintainer runs; the stand-in, sync-matrix and the benchmarks are ssm-conda-dev's."""
     user, dev = {c.name for c in cli.COMMANDS}, {c.name for c in cli.DEV_COMMANDS}
-    assert user == {"plan", "build", "doctor", "upload", "gpu-test", "ci-matrix", "sync-matrix"}
-    assert dev == {"standin", "bench-build", "bench-zstd", "bench-kernels"}
+    assert user == {"plan", "build", "doctor", "upload", "gpu-test", "ci-matrix"}
+    assert dev == {"sync-matrix", "standin", "bench-build", "bench-zstd", "bench-kernels"}
     assert cli.main(["standin"]) == 2
     assert "invalid choice: 'standin'" in capsys.readouterr().err
     assert cli.dev_main(["plan"]) == 2

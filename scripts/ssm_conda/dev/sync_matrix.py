@@ -1,9 +1,9 @@
 """Follow a channel's pytorch builds: set each variant file's pytorch minors to those the channel
 builds with the file's CUDA version, on every platform.
 
-    ssm-conda sync-matrix                      # conda-forge; rewrites the pytorch lists in variants/
-    ssm-conda sync-matrix --dry-run            # print what would change, write nothing
-    ssm-conda sync-matrix --channel ./channel --oldest 2.11
+    ssm-conda-dev sync-matrix                      # conda-forge; rewrites the pytorch lists in variants/
+    ssm-conda-dev sync-matrix --dry-run            # print what would change, write nothing
+    ssm-conda-dev sync-matrix --channel ./channel --oldest 2.11
 
 A minor counts where the channel has a pytorch build whose build string says that CUDA version
 (conda-forge's cuda130_generic_py312_h..._200) on each --platform, and is not older than --oldest

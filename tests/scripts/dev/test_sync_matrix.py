@@ -1,4 +1,4 @@
-"""ssm-conda sync-matrix against a local channel shaped like conda-forge's pytorch records: CPU and
+"""ssm-conda-dev sync-matrix against a local channel shaped like conda-forge's pytorch records: CPU and
 CUDA builds, several CUDA versions, both linux platforms, read through py-rattler."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def torches(variants: Path) -> dict[str, list[str]]:
 def test_lists_follow_the_channel_and_keep_the_comments(setup, capsys):
     channel, variants = setup
     before = {p.name: p.read_text() for p in variants.glob("*.yaml")}
-    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]) == 0
+    assert cli.dev_main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]) == 0
     # cuda129: 2.12 has no CUDA 12.9 build; cuda130: 2.14 is CPU-only, 2.15 has no aarch64 build yet
     assert torches(variants) == {"12.9": ["2.10", "2.11", "2.13"], "13.0": ["2.10", "2.11", "2.12", "2.13"]}
     out = capsys.readouterr().out
@@ -77,7 +77,7 @@ def test_lists_follow_the_channel_and_keep_the_comments(setup, capsys):
 def test_a_new_minor_is_added_where_every_platform_has_it(setup, capsys):
     channel, variants = setup
     args = ["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]
-    assert cli.main([*args, "--platform", "linux-64", "--oldest", "2.11"]) == 0
+    assert cli.dev_main([*args, "--platform", "linux-64", "--oldest", "2.11"]) == 0
     assert torches(variants)["13.0"] == ["2.11", "2.12", "2.13", "2.15"]
     assert "added 2.15; dropped 2.10" in capsys.readouterr().out
 
@@ -85,7 +85,7 @@ def test_a_new_minor_is_added_where_every_platform_has_it(setup, capsys):
 def test_dry_run_writes_nothing(setup, capsys):
     channel, variants = setup
     before = {p.name: p.read_text() for p in variants.glob("*.yaml")}
-    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--dry-run"]) == 0
+    assert cli.dev_main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--dry-run"]) == 0
     assert {p.name: p.read_text() for p in variants.glob("*.yaml")} == before
     assert "dry run: nothing written" in capsys.readouterr().out
 
@@ -101,7 +101,7 @@ def test_dry_run_writes_nothing(setup, capsys):
 def test_bad_input_is_one_line_and_writes_nothing(setup, capsys, extra, status, message):
     channel, variants = setup
     before = {p.name: p.read_text() for p in variants.glob("*.yaml")}
-    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), *extra]) == status
+    assert cli.dev_main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), *extra]) == status
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert {p.name: p.read_text() for p in variants.glob("*.yaml")} == before
@@ -113,5 +113,5 @@ def test_a_channel_without_pytorch_changes_nothing(setup, tmp_path, capsys):
     for subdir in ("linux-64", "linux-aarch64", "noarch"):
         (empty / subdir).mkdir(parents=True)
         (empty / subdir / "repodata.json").write_text(json.dumps({"info": {"subdir": subdir}, "packages": {}}))
-    assert cli.main(["sync-matrix", "--channel", str(empty), "--variants-dir", str(variants)]) == 1
+    assert cli.dev_main(["sync-matrix", "--channel", str(empty), "--variants-dir", str(variants)]) == 1
     assert "has no pytorch >= 2.10 built with CUDA 12.9" in capsys.readouterr().err
