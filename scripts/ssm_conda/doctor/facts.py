@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,12 +29,6 @@ PROBE_MARK = "@@doctor "
 
 def major(version: str) -> int:
     return version_key(version)[0]
-
-
-@dataclass
-class NvccInfo:
-    path: str
-    version: str | None  # "13.0"
 
 
 @dataclass
@@ -109,7 +102,6 @@ class Facts:
     driver: DriverInfo
     interpreter: InterpreterInfo
     env: EnvInfo
-    nvcc: NvccInfo | None
     conda_override_cuda: str | None = None
     platform: str = TARGET_PLATFORM  # conda's name of this machine's platform: whose packages it installs
 
@@ -199,26 +191,10 @@ def detect_env(environ: Mapping[str, str], interpreter_prefix: str | None) -> En
     return EnvInfo(None)
 
 
-def find_nvcc(environ: Mapping[str, str], which: Callable[[str], str | None] = shutil.which) -> NvccInfo | None:
-    """The nvcc torch's cpp_extension would use: $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda."""
-    candidates = [str(Path(environ[var], "bin", "nvcc")) for var in ("CUDA_HOME", "CUDA_PATH") if environ.get(var)]
-    candidates += [which("nvcc") or "", "/usr/local/cuda/bin/nvcc"]
-    path = next((p for p in candidates if p and os.access(p, os.X_OK)), None)
-    if path is None:
-        return None
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    match = re.search(r"release (\d+\.\d+)", out)
-    return NvccInfo(path, match[1] if match else None)
-
-
 @dataclass
 class Probes:  # where facts come from; tests replace any of these
     driver: Callable[[], DriverInfo] = driver_info
     interpreter: Callable[[str, bool], InterpreterInfo] = probe_interpreter
-    nvcc: Callable[[Mapping[str, str]], NvccInfo | None] = find_nvcc
     conda_records: Callable[[str | None], dict[str, tuple[str, str]]] = conda_records
     platform: str = TARGET_PLATFORM
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -235,5 +211,5 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
     for name, attr in ((n, a) for n, a in DIST_FIELDS.items() if n in records):
         version, build = records[name]
         setattr(interp, attr, replace(getattr(interp, attr) or InstalledDist(version, "conda"), conda_build=build))
-    return Facts(probes.driver(), interp, env, probes.nvcc(probes.environ), probes.environ.get("CONDA_OVERRIDE_CUDA") or None,
+    return Facts(probes.driver(), interp, env, probes.environ.get("CONDA_OVERRIDE_CUDA") or None,
                  probes.platform)

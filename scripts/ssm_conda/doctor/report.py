@@ -45,7 +45,6 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
         ("Platform", facts.platform),
         ("Python", f"{interp.version or '?'} ({interp.executable})"),
         ("torch", _torch_row(interp.torch)),
-        ("nvcc", f"{facts.nvcc.version or '?'} ({facts.nvcc.path})" if facts.nvcc else "not found"),
         ("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"),
         ("causal-conv1d", _dist_row(dist)),
         ("mamba-ssm", _dist_row(interp.mamba_ssm)),

@@ -75,11 +75,6 @@ def own_project_env(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]
                  "--interpreter /path/to/env/bin/python")] if facts.env.this_project else []
 
 
-def nvcc_missing(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    message = "nvcc: not found (only needed to build from source outside `ssm-conda build`)"
-    return [] if facts.nvcc is not None else [missing("nvcc", message)]
-
-
 def no_variant_files(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
     return [] if files else [missing("variants", "variants/*.yaml: no variant files, nothing to recommend")]
 
@@ -92,22 +87,6 @@ def torch_cuda_not_packaged(facts: Facts, files: Sequence[VariantFile]) -> list[
     return [warning("no-package-for-torch-cuda",
                     f"torch {torch.version} uses CUDA {torch.cuda}, but packages exist only for CUDA {', '.join(cudas)}: "
                     f"install a torch built for one of those (conda-forge: pytorch=*=cuda{cudas[-1].replace('.', '')}*)")]
-
-
-def torch_nvcc_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    """Source builds (`pip install causal-conv1d`) need nvcc of torch's CUDA major."""
-    torch, nvcc = facts.interpreter.torch, facts.nvcc
-    if torch is None or not torch.cuda or nvcc is None or not nvcc.version:
-        return []
-    if major(torch.cuda) != major(nvcc.version):
-        return [warning("torch-nvcc-cuda-mismatch",
-                        f"torch uses CUDA {torch.cuda} but {nvcc.path} is CUDA {nvcc.version}: a source build "
-                        "(`pip install causal-conv1d`) fails with 'The detected CUDA version mismatches the version that "
-                        "was used to compile PyTorch'; use the conda package, or `ssm-conda build` (which brings its own "
-                        f"nvcc), or point CUDA_HOME at a CUDA {major(torch.cuda)}.x toolkit")]
-    if torch.cuda != nvcc.version:
-        return [note("torch-nvcc-minor", f"torch CUDA {torch.cuda}, nvcc {nvcc.version}: same major, source builds work")]
-    return []
 
 
 def installed_package(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
@@ -186,8 +165,8 @@ def mamba_without_causal_conv1d(facts: Facts, files: Sequence[VariantFile]) -> l
 
 
 MACHINE_RULES: tuple[MachineRule, ...] = (
-    probe_failed, driver_missing, torch_unusable, own_project_env, nvcc_missing, no_variant_files,
-    torch_cuda_not_packaged, torch_nvcc_mismatch, installed_package, extension_import_failed, ssm_version_mismatch,
+    probe_failed, driver_missing, torch_unusable, own_project_env, no_variant_files, torch_cuda_not_packaged,
+    installed_package, extension_import_failed, ssm_version_mismatch,
     mamba_without_causal_conv1d,
 )
 
@@ -253,30 +232,21 @@ def gpu_not_covered(facts: Facts, target: Target) -> list[Finding]:
     return found
 
 
-def _nvcc13(facts: Facts) -> bool:
-    return facts.nvcc is not None and facts.nvcc.version is not None and major(facts.nvcc.version) >= 13
-
-
-def _sm103_with_nvcc13(facts: Facts, target: Target) -> bool:
-    return "10.3" in facts.compute_caps and (_nvcc13(facts) or major(target.variant.cuda) >= 13)
-
-
 def sm103_nvcc13(facts: Facts, target: Target) -> list[Finding]:
     """nvcc 13.x compiles wrong sm_103 code (upstream causal-conv1d #105)."""
-    if not _sm103_with_nvcc13(facts, target):
+    if "10.3" not in facts.compute_caps or major(target.variant.cuda) < 13:
         return []
-    nvcc = facts.nvcc
-    where = f"nvcc {nvcc.version} at {nvcc.path}" if nvcc is not None and _nvcc13(facts) else f"CUDA {target.variant.cuda}"
     return [warning("sm103-nvcc13",
-                    f"sm_103 GPU (B300/GB300) with {where}: nvcc 13.x compiles wrong sm_103 code for the forward and "
-                    "update kernels (upstream causal-conv1d #105). The packages ship sm_100 code, which runs correctly "
-                    "there; never build with --arch 10.3 (or `pip install` from source, which adds sm_103) using nvcc 13")]
+                    f"sm_103 GPU (B300/GB300) with CUDA {target.variant.cuda}: nvcc 13.x compiles wrong sm_103 code for "
+                    "the forward and update kernels (upstream causal-conv1d #105). The packages ship sm_100 code, which "
+                    "runs correctly there; never build with --arch 10.3 (or `pip install` from source, which adds "
+                    "sm_103) using nvcc 13")]
 
 
 def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
     """A pip-installed causal-conv1d on sm_103 may carry nvcc 13's broken sm_103 code."""
     wheel = facts.interpreter.causal_conv1d
-    if wheel is None or wheel.from_conda or not _sm103_with_nvcc13(facts, target):
+    if wheel is None or wheel.from_conda or "10.3" not in facts.compute_caps:
         return []
     if wheel.wheel_tag is not None and int(wheel.wheel_tag["cuda_major"]) < 13:
         return []

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ssm_conda.doctor.facts import EnvInfo, Facts, InstalledDist, InterpreterInfo, NvccInfo, TorchInfo
+from ssm_conda.doctor.facts import EnvInfo, Facts, InstalledDist, InterpreterInfo, TorchInfo
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import VariantFile, read_variant_file
 from ssm_conda.paths import VARIANTS_DIR
@@ -67,7 +67,6 @@ def make_facts(
     drv: DriverInfo | None = None,
     torch: TorchInfo | None = None,
     python: str = "3.12.8",
-    nvcc: NvccInfo | None = None,
     env: EnvInfo | None = None,
     wheel: InstalledDist | None = None,
     mamba: InstalledDist | None = None,
@@ -88,7 +87,6 @@ def make_facts(
         driver=drv if drv is not None else driver(),
         interpreter=interp,
         env=env or EnvInfo("conda", "env", "/opt/env"),
-        nvcc=nvcc,
         conda_override_cuda=override,
     )
 

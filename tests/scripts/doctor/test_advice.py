@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ssm_conda.doctor import advice as adv
 from ssm_conda.doctor.advice import advise
-from ssm_conda.doctor.facts import EnvInfo, InstalledDist, NvccInfo
+from ssm_conda.doctor.facts import EnvInfo, InstalledDist
 from ssm_conda.doctor.report import render_text
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import generation_gates, load_variant_files
@@ -129,7 +129,7 @@ def test_local_channel_without_the_package_says_build_first(tmp_path: Path) -> N
 
 
 def test_h100_driver_580_torch_213_cu130_recommends_cuda130() -> None:
-    facts = make_facts(torch=conda_torch("2.13.0", "13.0"), nvcc=NvccInfo("/opt/env/bin/nvcc", "13.0"))
+    facts = make_facts(torch=conda_torch("2.13.0", "13.0"))
     advice = advise(facts, FILES, channel="my-channel", version="1.7.0")
     assert advice.cuda == "13.0" and advice.variant_file == "variants/cuda130.yaml"
     assert advice.build_string == "cuda130_py312_torch213_*"
@@ -162,8 +162,8 @@ def test_gpu_no_package_covers_means_build() -> None:
     assert advice.build[0].endswith("--arch native")
 
 
-def test_sm103_with_nvcc13_installs_and_builds_sm100() -> None:
-    facts = make_facts(drv=driver(gpus=[B300]), torch=conda_torch(), nvcc=NvccInfo("/usr/local/cuda/bin/nvcc", "13.0"))
+def test_sm103_with_cuda13_installs_and_builds_sm100() -> None:
+    facts = make_facts(drv=driver(gpus=[B300]), torch=conda_torch())
     advice = advise(facts, FILES)
     assert "sm103-nvcc13" in codes(advice)
     assert advice.install  # the packaged sm_100 code runs on sm_103

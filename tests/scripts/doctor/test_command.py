@@ -49,7 +49,7 @@ def test_real_machine_json_is_all_of_stdout() -> None:
     data = json.loads(result.stdout)  # nothing else on stdout, even with -v
     assert "driver facts from:" in result.stderr
     assert data["schema"] == SCHEMA and set(data) == {"schema", "facts", "advice"}
-    assert set(data["facts"]) == {"driver", "interpreter", "env", "nvcc", "conda_override_cuda", "platform"}
+    assert set(data["facts"]) == {"driver", "interpreter", "env", "conda_override_cuda", "platform"}
     assert set(data["facts"]["driver"]) == {"version", "cuda", "gpus", "sources", "errors"}
     assert data["facts"]["interpreter"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert set(data["advice"]) == ADVICE_KEYS
@@ -62,14 +62,13 @@ def test_no_gpu_no_driver_no_torch_injected(capsys: pytest.CaptureFixture[str]) 
     probes = Probes(
         driver=lambda: DriverInfo(),
         interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere"),
-        nvcc=lambda _env: None,
         conda_records=lambda _prefix: {},
         environ={},
     )
     assert command.run(cli.parse_args(["doctor", "--json"]), probes=probes) == 0
     data = json.loads(capsys.readouterr().out)
     missing = " ".join(data["advice"]["missing"])
-    assert "NVIDIA driver" in missing and "torch: not installed" in missing and "nvcc" in missing
+    assert "NVIDIA driver" in missing and "torch: not installed" in missing
     newest = max((f.cuda for f in load_variant_files()), key=lambda v: tuple(map(int, v.split("."))))
     assert data["advice"]["cuda"] == newest
     assert data["advice"]["install"][0].startswith(f"CONDA_OVERRIDE_CUDA={newest} conda create -n causal-conv1d")
@@ -82,7 +81,7 @@ def test_no_gpu_no_driver_no_torch_injected(capsys: pytest.CaptureFixture[str]) 
 
 def test_stale_pip_wheel_in_a_probed_subprocess(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wrapper = fake_env(tmp_path, FAKE_TORCH)
-    probes = Probes(driver=lambda: driver(), nvcc=lambda _env: None, environ={})
+    probes = Probes(driver=lambda: driver(), environ={})
     assert command.run(cli.parse_args(["doctor", "--interpreter", str(wrapper), "--json"]), probes=probes) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["facts"]["interpreter"]["causal_conv1d"]["version"] == "1.5.0.post8+cu12torch2.6cxx11abiTRUE"
@@ -134,7 +133,7 @@ def test_package_version_is_what_the_recipe_renders_to(monkeypatch) -> None:
 )
 def test_an_aarch64_machine_gets_the_aarch64_build(platform, gpu, generation, archs, capsys) -> None:
     """Faked machine facts: the platform decides which variant files' lists the advice reads."""
-    probes = Probes(driver=lambda: driver("13.0", gpus=[gpu]), nvcc=lambda _env: None, environ={},
+    probes = Probes(driver=lambda: driver("13.0", gpus=[gpu]), environ={},
                     interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere"),
                     conda_records=lambda _prefix: {}, platform=platform)
     args = cli.parse_args(["doctor", "--json", "--channel", "https://prefix.dev/mamba-kernels"])

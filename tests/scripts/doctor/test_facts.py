@@ -1,4 +1,4 @@
-"""ssm_conda.doctor.facts: the interpreter probe (real subprocesses of fake environments), env, nvcc."""
+"""ssm_conda.doctor.facts: the interpreter probe (real subprocesses of fake environments), env."""
 
 from __future__ import annotations
 
@@ -90,7 +90,6 @@ def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
         interpreter=lambda exe, _imp: InterpreterInfo(
             exe, "3.12.8", str(tmp_path), torch=TorchInfo("2.13.0", "13.0", True, InstalledDist("2.13.0", "pip"))
         ),
-        nvcc=lambda _env: None,
         environ={"CONDA_PREFIX": str(tmp_path), "CONDA_OVERRIDE_CUDA": "12.9"},
     )
     facts = doc.gather_facts("/x/python", probes)
@@ -102,15 +101,6 @@ def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
     mamba = facts.interpreter.mamba_ssm
     assert mamba is not None and (mamba.version, mamba.from_conda, mamba.torch_minor) == ("2.3.2.post1", True, "2.13")
     assert facts.env.kind == "conda" and facts.conda_override_cuda == "12.9"
-
-
-def test_find_nvcc_prefers_cuda_home(tmp_path: Path) -> None:
-    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
-    nvcc.parent.mkdir(parents=True)
-    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n")
-    nvcc.chmod(0o755)
-    found = doc.find_nvcc({"CUDA_HOME": str(tmp_path / "cuda")}, which=lambda _n: None)
-    assert found is not None and (found.version, found.path) == ("12.9", str(nvcc))
 
 
 def test_facts_driver_cuda_falls_back_to_the_override() -> None:
