@@ -122,7 +122,8 @@ def test_no_expression_is_interpolated_into_a_script():
 
 def test_the_jobs_come_from_ci_matrix_and_nothing_repeats_variants():
     text = (WORKFLOWS / "build.yml").read_text()
-    assert BUILD["jobs"]["matrix"]["steps"][-1]["run"] == "pixi run ssm-conda ci-matrix --github-output"
+    assert BUILD["jobs"]["matrix"]["steps"][-1]["run"].splitlines() == [
+        "matrix=$(pixi run ssm-conda ci-matrix)", 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"']
     assert BUILD["jobs"]["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
     for vfile in VARIANTS_DIR.glob("*.yaml"):
         cuda = str(yaml.safe_load(vfile.read_text())["cuda_compiler_version"][0])

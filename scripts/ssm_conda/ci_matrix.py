@@ -4,9 +4,8 @@ the first compiles from the job's compiler cache. linux-aarch64's jobs cross-com
 runners, as conda-forge builds its aarch64 packages (cross compilation takes as long as a native
 build: the same nvcc compiles the same device code).
 
-    ssm-conda ci-matrix                   # {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
-    ssm-conda ci-matrix --github-output   # also append matrix=<json> to $GITHUB_OUTPUT (fromJSON)
-    ssm-conda ci-matrix --durations       # each job's expected time, cold and from the last run's cache
+    ssm-conda ci-matrix              # one line, {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
+    ssm-conda ci-matrix --durations  # each job's expected time, cold and from the last run's cache
 
 The expected times come from figures measured on 2 cores. On more cores they are an upper bound:
 a build runs one nvcc per source, and the longest source compiles its architectures with
@@ -18,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ssm_conda.archs import parse_arch_list
-from ssm_conda.console import PipelineError, UsageError, human_duration, print_table
+from ssm_conda.console import PipelineError, human_duration, print_table
 from ssm_conda.matrix import PLATFORMS, Selection, VariantFile, load_variant_files, plan
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
@@ -100,7 +98,6 @@ def print_durations(found: list[Job]) -> None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants-dir", default=str(VARIANTS_DIR), help="default: variants/")
-    parser.add_argument("--github-output", action="store_true", help="append matrix=<json> to $GITHUB_OUTPUT")
     parser.add_argument("--durations", action="store_true", help="print each job's expected time instead of JSON")
 
 
@@ -109,12 +106,5 @@ def run(args: argparse.Namespace) -> int:
     if args.durations:
         print_durations(found)
         return 0
-    text = json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":"))
-    print(text)
-    if args.github_output:
-        target = os.environ.get("GITHUB_OUTPUT")
-        if not target:
-            raise UsageError("--github-output needs $GITHUB_OUTPUT (set by GitHub Actions)")
-        with open(target, "a", encoding="utf-8") as fh:
-            fh.write(f"matrix={text}\n")
+    print(json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":")))
     return 0
