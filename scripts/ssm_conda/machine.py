@@ -21,14 +21,8 @@ from ssm_conda.archs import version_key
 CAP_RE = re.compile(r"\d+\.\d+")
 SMI_CUDA_RE = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
 
-# Oldest Linux driver per CUDA major (minor-version compatibility: every 12.x runs on 525+,
-# every 13.x on 580+) and the driver each toolkit release ships with (NVIDIA's release notes).
+# Oldest Linux driver per CUDA major (minor-version compatibility: every 12.x runs on 525+, every 13.x on 580+).
 MIN_DRIVER_FOR_MAJOR = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
-DRIVER_OF_TOOLKIT = {
-    "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03", "12.3": "545.23.06", "12.4": "550.54.14",
-    "12.5": "555.42.02", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06",
-    "13.1": "590.44.01",
-}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Literal
 from ssm_conda.archs import arch_covers, parse_arch_list, version_key
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import Facts, major
-from ssm_conda.machine import DRIVER_OF_TOOLKIT, MIN_DRIVER_FOR_MAJOR
+from ssm_conda.machine import MIN_DRIVER_FOR_MAJOR
 from ssm_conda.matrix import VariantFile
 from ssm_conda.selection import build_glob
 
@@ -177,10 +177,6 @@ def driver_too_old(facts: Facts, target: Target) -> list[Finding]:
         return [warning("driver-too-old",
                         f"the driver supports CUDA {driver_cuda}, the CUDA {cuda} package (and a torch built with it) "
                         f"needs a driver >= {MIN_DRIVER_FOR_MAJOR.get(str(major(cuda)), '?')}: update the driver")]
-    if driver_cuda and version_key(cuda) > version_key(driver_cuda):
-        return [note("driver-minor-compat",
-                     f"the driver supports CUDA {driver_cuda} < {cuda}: it runs through minor-version compatibility; "
-                     f"driver >= {DRIVER_OF_TOOLKIT.get(cuda, '?')} avoids PTX JIT failures")]
     return []
 
 
