@@ -90,7 +90,7 @@ def stop(outcomes: Outcomes, message: str) -> NoReturn:
 
 def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcomes, skip: bool) -> None:
     """Packages the channel already has: skipped with --skip-existing, otherwise the run stops here."""
-    present = target.already_present(packages)
+    present = {name: sha256 for subdir in sorted({p.subdir for p in packages}) for name, sha256 in target.served(subdir).items()}
     existing = [p for p in packages if p.filename in present]
     for pkg in existing:
         same = present[pkg.filename] in ("", pkg.sha256)

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 from rattler import Subdir
 from rattler.index import S3Credentials, index_s3
 
@@ -62,7 +65,7 @@ class S3Target(Target):
         return "/".join(p for p in (self.prefix, subdir, filename) if p)
 
     def find_credential(self) -> Credential | None:
-        found = boto3_module().Session().get_credentials()
+        found = boto3.Session().get_credentials()
         if found is None:
             return None
         self.keys = found.get_frozen_credentials()
@@ -80,10 +83,6 @@ class S3Target(Target):
     # ---- the bucket
     def _call(self, doing: str, method: str, missing_ok: bool = False, **kwargs: Any) -> Any:
         """A boto3 client method on the bucket, its failure as one line; None where `missing_ok` and the key is absent."""
-        boto3 = boto3_module()
-        from botocore.config import Config
-        from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
-
         if self._client is None:
             config = Config(s3={"addressing_style": "path" if self.path_style else "virtual"}, retries={"max_attempts": 2},
                             connect_timeout=10, read_timeout=HTTP_TIMEOUT_S)
@@ -104,9 +103,7 @@ class S3Target(Target):
             raise PipelineError(f"S3 error {code or status} while {doing}: {one_line(exc)}") from exc
         except EndpointConnectionError as exc:
             raise PipelineError(f"cannot reach S3 at {self.endpoint}: {one_line(exc)}") from exc
-        except NoCredentialsError as exc:
-            raise PipelineError(self.missing_credential_hint()) from exc
-        except Exception as exc:  # botocore's other errors
+        except BotoCoreError as exc:  # botocore's other errors (timeouts, ...)
             raise PipelineError(f"S3 failed while {doing}: {one_line(exc)}") from exc
 
     def check_credential(self) -> None:
@@ -134,10 +131,3 @@ class S3Target(Target):
             except Exception as exc:
                 raise PipelineError(f"indexing {self.channel_url()} ({subdir}) failed: {one_line(exc)}") from exc
 
-
-def boto3_module() -> Any:
-    try:
-        import boto3
-    except ImportError as exc:
-        raise PipelineError("the s3 target needs boto3: pip install boto3") from exc
-    return boto3

@@ -7,9 +7,7 @@ takes, and how to log in when there is none. S3 lives in s3.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
-from collections.abc import Sequence
 from urllib.parse import quote, urlparse
 
 import rattler_build
@@ -117,10 +115,6 @@ class Target:
         """filename -> sha256 of what the channel's repodata lists for `subdir` ({} if none yet)."""
         return listed_in(self.channel_url(), subdir, self.read_headers())
 
-    def already_present(self, packages: Sequence[LocalPackage]) -> dict[str, str]:
-        subdirs = sorted({p.subdir for p in packages})
-        return {name: sha256 for subdir in subdirs for name, sha256 in self.served(subdir).items()}
-
     # ---- sending
     def rattler_upload(self, files: list[str], key: str | None) -> None:
         """The py-rattler-build call. Without a key it looks the credential up in its auth storage."""
@@ -189,11 +183,6 @@ class AnacondaTarget(Target):
 
     def read_headers(self) -> dict[str, str]:
         return {}  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
-
-    def check_credential(self) -> None:
-        if self.token():
-            with contextlib.suppress(NotFound):  # an API without /user
-                http_get_json(join(self.args.url, "user"), {"Authorization": f"token {self.token()}"}, self.label)
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
         rattler_build.upload_package_to_anaconda(files, self.args.owner, channel=[self.args.label], api_key=key,
