@@ -1,17 +1,14 @@
-"""Run the test section of built causal-conv1d packages, on a GPU machine: `rattler-build test` for each.
+"""Re-run built packages' test sections on this machine's GPU: `rattler-build test` for each.
 
-    ssm-conda gpu-test output/linux-64/causal-conv1d-1.7.0-cuda130_py312_torch213_h1234_0.conda
     ssm-conda gpu-test output/                      # every causal-conv1d and mamba-ssm package in it
     ssm-conda gpu-test output/ --cuda 13.0 --generation sm90 --package mamba-ssm   # the selectors of build
-    ssm-conda gpu-test output/ --channel conda-forge --channel ./extra-channel
+    ssm-conda gpu-test FILE.conda --channel conda-forge --channel ./extra-channel
 
-Each package's embedded tests run in a fresh environment solved from --channel (conda-forge by
-default): the import test, then recipe/causal-conv1d/tests (kernels vs references, arch coverage, the upstream
-subset). A GPU is required by default: this command refuses to start without one, and a test run
-whose GPU tests were skipped counts as failed. rattler-build gives tests a clean environment
-(CAUSAL_CONV1D_REQUIRE_GPU is set here, but does not reach them), so the tests themselves
-require the GPU wherever the NVIDIA driver reports one. --allow-no-gpu runs what can run without
-one (imports, the arch list), e.g. on a build machine.
+Each test runs in a fresh environment solved from --channel (default conda-forge): the imports, then
+the package's pytest run (kernels against the reference implementations, architecture coverage).
+A GPU is required: without one the command refuses to start, and a run whose GPU tests were skipped
+counts as failed (the tests see no environment variable of ours, so they require the GPU wherever
+the driver reports one). --allow-no-gpu runs what needs no GPU, e.g. on a build machine.
 
 Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped), 2 bad input.
 """
@@ -26,12 +23,39 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rattler_build.progress import ProgressCallback
+
 from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, name_and_build_of, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
-from ssm_conda.gpu_checks.verdict import judge
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
 from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
+
+# What every package's test section prints (recipe/shared/tests/gpu_gate.py, Gate.skip_marker and
+# Gate.required_marker) at the end of a pytest run whose GPU tests did not run: "<package> GPU tests
+# skipped: <why>", or "<package> GPU required but unusable: <why>".
+GPU_TESTS_NOT_RUN = re.compile(r"\S+ GPU (?:tests skipped|required but unusable):")
+PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")
+
+
+def summarize_output(lines: Sequence[str]) -> str:
+    """The pytest summary line(s) of a test's output, or ''."""
+    summaries = []
+    for line in lines:
+        match = PYTEST_SUMMARY.match(line.strip())
+        if match:
+            summaries.append(match.group(1))
+    return "; ".join(summaries)
+
+
+def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool, str]:
+    """Pass/fail of one test from rattler-build's verdict and, when a GPU is required, its output."""
+    summary = summarize_output(lines)
+    skipped = next((ln.strip() for ln in lines if GPU_TESTS_NOT_RUN.search(ln)), "")
+    if not success:
+        return False, summary or "failed (see the log)"
+    if require_gpu and skipped:
+        return False, skipped
+    return True, summary or "passed"
 
 
 def lower_bound(depends: Sequence[str], name: str) -> str | None:
@@ -60,8 +84,7 @@ class _Echo(ProgressCallback):
         print(f"  {event.message}", flush=True)
 
 
-def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Path | None,
-                only: list[int] | None, verbose: bool) -> list[Outcome]:
+def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Path | None, verbose: bool) -> list[Outcome]:
     from rattler_build import Package
 
     try:
@@ -76,13 +99,9 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Pat
             if value and not os.environ.get(variable):
                 os.environ[variable] = value
                 print(f"no GPU: solving with {variable}={value}")
-    tests = package.tests
-    indices = only if only is not None else list(range(len(tests)))
     outcomes = []
-    for index in indices:
-        if not 0 <= index < len(tests):
-            raise UsageError(f"{path.name} has tests 0-{len(tests) - 1}, not {index}")
-        kind = describe_test(tests[index])
+    for index, test in enumerate(package.tests):
+        kind = describe_test(test)
         print(f"{path.name}: test {index} ({kind}) ...", flush=True)
         start = time.monotonic()
         try:
@@ -110,8 +129,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"channel for the test environment (repeatable; default {DEFAULT_CHANNEL})")
     parser.add_argument("--allow-no-gpu", action="store_true",
                         help="run without a GPU: GPU tests skip instead of failing")
-    parser.add_argument("--test", type=int, action="append", metavar="INDEX",
-                        help="run only this test of each package (0-based; repeatable)")
     parser.add_argument("--log-dir", type=Path, help="write each test's full output here")
     add_selector_arguments(parser, "test only this package (repeatable; default: every one)")
 
@@ -128,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
                          "choose (build first, or name a .conda file)")
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
     require_gpu = not args.allow_no_gpu
-    os.environ["CAUSAL_CONV1D_REQUIRE_GPU"] = "1" if require_gpu else "0"
     if require_gpu:
         caps = detect_compute_capabilities()
         if not caps:
@@ -140,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     outcomes: list[Outcome] = []
     for path in packages:
-        outcomes += run_package(path, channels, require_gpu, args.log_dir, args.test, args.verbose)
+        outcomes += run_package(path, channels, require_gpu, args.log_dir, args.verbose)
 
     print()
     print_summary(outcomes)

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ssm_conda.gpu_checks import packages as gpu_test
-from ssm_conda.gpu_checks import verdict
+from ssm_conda import gpu_test
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
 
@@ -72,12 +71,12 @@ PYTEST_TAIL = [
 
 
 def test_judge():
-    assert verdict.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
-    assert verdict.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
-    ok, detail = verdict.judge(True, PYTEST_TAIL, require_gpu=True)
+    assert gpu_test.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
+    assert gpu_test.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
+    ok, detail = gpu_test.judge(True, PYTEST_TAIL, require_gpu=True)
     assert not ok and detail.startswith("causal-conv1d GPU tests skipped:")
-    assert verdict.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
-    assert verdict.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
+    assert gpu_test.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
+    assert gpu_test.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -86,9 +85,9 @@ def test_a_gpu_run_that_did_not_run_is_seen_for_every_package(package, marker):
     """The markers the packages' test sections print (their shared gate's): mamba-ssm's skipped GPU
     tests passed for a GPU run before, as only causal-conv1d's marker was known."""
     line = f"{getattr(gpu_gate.Gate(package), marker)} no NVIDIA driver on this machine"
-    ok, detail = verdict.judge(True, [line, PYTEST_TAIL[1]], require_gpu=True)
+    ok, detail = gpu_test.judge(True, [line, PYTEST_TAIL[1]], require_gpu=True)
     assert (ok, detail) == (False, line)
-    assert verdict.judge(True, [line, PYTEST_TAIL[1]], require_gpu=False)[0]
+    assert gpu_test.judge(True, [line, PYTEST_TAIL[1]], require_gpu=False)[0]
 
 
 def test_lower_bounds_stand_in_for_the_driver_and_the_gpu():
