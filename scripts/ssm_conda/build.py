@@ -39,9 +39,8 @@ STANDIN_OVERRIDES = "standin-variants.yaml"
 PACKAGE_FORMAT = "conda:19"
 CCACHE_ENV = "SSM_CONDA_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
 CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
-# `ccache --show-stats`, which recipe/shared/build-extension.sh prints at the end of a build that used the cache:
-# "Cacheable calls: 4 / 9 (44.44%)", then "  Hits: 3 / 4 (75.00%)" (the build script's stderr, such
-# as a `set -x` trace, can land between the two).
+# `ccache --show-stats` at the end of recipe/shared/build-extension.sh: "Cacheable calls: 4 / 9 (44.44%)",
+# then "  Hits: 3 / 4 (75.00%)", maybe with lines of the script's stderr between them.
 CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s*Hits:\s+(\d+)")
 
 
@@ -61,45 +60,27 @@ def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str],
 def configure_plan(parser: argparse.ArgumentParser) -> None:
     add_selector_arguments(parser, "build this package (repeatable; default: all, in build order) and what it needs "
                            "that the output channel lacks")
-    add_channel_argument(parser)
+    parser.add_argument("-c", "--channel", action="append", help=f"channel to solve from (repeatable; default "
+                        f"{DEFAULT_CHANNEL}); file:// URLs and local directories work")
     parser.add_argument(
         "--line-info", action="store_true",
         help="compile with nvcc -lineinfo (the variant key nvcc_lineinfo=1): source-line tables for Nsight Compute "
         "and compute-sanitizer, which make the package larger (causal-conv1d sm90: 15.9 MB against 9.1) and change "
         "nothing at run time",
     )
-
-
-def configure_plan_command(parser: argparse.ArgumentParser) -> None:
-    configure_plan(parser)
     parser.add_argument("--target-platform", choices=PLATFORMS, default=TARGET_PLATFORM,
                         help=f"the platform to build for (default: this machine's, {TARGET_PLATFORM}); "
                              "linux-aarch64 on linux-64 cross-compiles, as conda-forge does")
 
 
-def add_channel_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c", "--channel",
-        action="append",
-        help=f"channel to solve from (repeatable; default {DEFAULT_CHANNEL}); file:// URLs and "
-        "local directories work",
-    )
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
-    configure_plan_command(parser)
+    configure_plan(parser)
     parser.add_argument("--output-dir", default="output", help="output channel (default: output)")
-    parser.add_argument(
-        "--skip-existing", action="store_true", help="skip variants already in the output channel"
-    )
-    parser.add_argument(
-        "--test", choices=["native", "skip"], default="native",
-        help="run the recipe's test section after each build (default: native)",
-    )
-    parser.add_argument(
-        "--no-cache", action="store_true",
-        help=f"do not use the compiler cache (default: ccache in $SSM_CONDA_CCACHE_DIR or {CCACHE_HINT})",
-    )
+    parser.add_argument("--skip-existing", action="store_true", help="skip variants already in the output channel")
+    parser.add_argument("--test", choices=["native", "skip"], default="native",
+                        help="run the recipe's test section after each build (default: native)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help=f"do not use the compiler cache (default: ccache in $SSM_CONDA_CCACHE_DIR or {CCACHE_HINT})")
 
 
 def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
@@ -121,11 +102,7 @@ def cache_hits(log: str) -> str:
 
 
 class Progress(ProgressCallback):
-    """rattler-build progress callback.
-
-    Every log line goes to a log file; the terminal gets the milestones (compile steps, test
-    results, warnings and errors), or everything with --verbose.
-    """
+    """Every log line to the log file; the milestones (compile steps, tests, warnings, errors) to the terminal."""
 
     MILESTONE = re.compile(
         r"\[\d+/\d+\] |✔|✖|Testing commands|tests? (passed|failed)|\d+ passed|GPU tests skipped|"
@@ -184,15 +161,9 @@ def print_plan(variants: Sequence[PlannedVariant]) -> None:
 
 @contextmanager
 def virtual_package_overrides(cuda: str, arch_min: str) -> Iterator[None]:
-    """CONDA_OVERRIDE_CUDA=<the variant's CUDA> and CONDA_OVERRIDE_CUDA_ARCH=<its lowest
-    architecture> for one build, each unless the user set it.
-
-    CUDA builds of pytorch depend on __cuda, and cuda-version constrains it: without a driver, or
-    with a driver older than the variant's CUDA (a 12.x driver building cuda130), the build and
-    test environments would not solve. conda-forge's CI does the same. A generation package
-    requires __cuda_arch of its generation, which a machine without a GPU, or with a GPU of another
-    generation, lacks; the all-architecture package's test environment gets the oldest GPU it runs on.
-    """
+    """CONDA_OVERRIDE_CUDA=<the variant's CUDA> and CONDA_OVERRIDE_CUDA_ARCH=<its lowest architecture> for
+    one build, unless set: CUDA builds of pytorch need __cuda and a generation package __cuda_arch, which
+    a build machine without a driver or GPU, or with other ones, lacks (conda-forge's CI does the same)."""
     wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": arch_min}
     added = {name: value for name, value in wanted.items() if name not in os.environ}
     os.environ.update(added)
@@ -210,12 +181,8 @@ def rattler_package_cache() -> Path:
 
 
 def evict_from_package_cache(name: str, version: str, build_string: str, cache: Path | None = None) -> list[Path]:
-    """Forget a package that is about to be rebuilt under the same name, version and build string.
-
-    The build string hashes only variant keys, so a rebuild after a recipe change (a new test, a
-    patch) keeps the file name; rattler's package cache is keyed by that name and would hand the
-    test environment the package it extracted earlier, testing the old build (seen here: a test
-    section that no longer existed ran against the new package)."""
+    """Forget a package about to be rebuilt under the same file name (the build string hashes variant keys
+    only, so a recipe change keeps it): rattler's package cache would give the test environment the old build."""
     cache = cache or rattler_package_cache()
     stem = f"{name}-{version}-{build_string}"
     removed = [p for p in (cache / stem, cache / f"{stem}.lock", cache / f"{stem}.conda") if p.exists()]
@@ -224,18 +191,10 @@ def evict_from_package_cache(name: str, version: str, build_string: str, cache: 
     return removed
 
 
-def build_one(
-    variant: PlannedVariant,
-    channels: list[str],
-    output_dir: Path,
-    args: argparse.Namespace,
-) -> Outcome:
+def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, args: argparse.Namespace) -> Outcome:
     from rattler_build import ToolConfiguration
 
-    tool_config = ToolConfiguration(
-        test_strategy=args.test,
-        skip_existing="local" if args.skip_existing else "none",
-    )
+    tool_config = ToolConfiguration(test_strategy=args.test, skip_existing="local" if args.skip_existing else "none")
     start = time.monotonic()
     if not args.skip_existing:
         evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string)
@@ -244,13 +203,8 @@ def build_one(
     progress = Progress(f"{variant.package} {variant.label}", args.verbose, log)
     try:
         with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs)):
-            result = variant.rendered.run_build(
-                tool_config=tool_config,
-                output_dir=str(output_dir),
-                channels=channels,
-                progress_callback=progress,
-                package_format=PACKAGE_FORMAT,
-            )
+            result = variant.rendered.run_build(tool_config=tool_config, output_dir=str(output_dir), channels=channels,
+                                                progress_callback=progress, package_format=PACKAGE_FORMAT)
     except Exception as exc:  # rattler_build raises its own error types; report and go on
         lines = str(exc).strip().splitlines()
         outcome.result = "failed"
@@ -311,7 +265,6 @@ def run(args: argparse.Namespace) -> int:
     print_summary(outcomes)
     failed = [o for o in outcomes if o.failed]
     if failed:
-        raise PipelineError(f"{len(failed)} of {len(outcomes)} variant(s) failed: "
-                            + ", ".join(o.variant for o in failed))
+        raise PipelineError(f"{len(failed)} of {len(outcomes)} variant(s) failed: {', '.join(o.variant for o in failed)}")
     return 0
 

@@ -28,7 +28,7 @@ class Command:
 
 COMMANDS = (
     Command("plan", "ssm_conda.build", "print the variant matrix as rattler-build renders it; builds nothing",
-            "configure_plan_command", "run_plan"),
+            "configure_plan", "run_plan"),
     Command("build", "ssm_conda.build", "build the selected variants into the output channel"),
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
