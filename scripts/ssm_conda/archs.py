@@ -1,7 +1,5 @@
-"""GPU architectures: TORCH_CUDA_ARCH_LIST values and which code runs on which GPU.
-
-The one place in the tooling that parses an architecture list ("8.0;9.0+PTX") and rules on
-compatibility. (recipe/shared/tests/check_arch.py ships inside the packages and keeps its own reader.)
+"""GPU architectures: the one parser of TORCH_CUDA_ARCH_LIST values ("8.0;9.0+PTX") in the tooling, and
+which code runs on which GPU (recipe/shared/tests/check_arch.py ships in the packages with its own).
 """
 
 from __future__ import annotations
@@ -93,13 +91,8 @@ def arch_covers(cap: str, arch_list: str) -> str | None:
     return None
 
 
-def resolve_arch_option(
-    value: str,
-    cuda: str,
-    default: str,
-    supported: Sequence[str],
-    detect: Callable[[], list[str]],
-) -> str:
+def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence[str],
+                        detect: Callable[[], list[str]]) -> str:
     """Turn --arch (all, native, or "8.0;9.0+PTX") into a TORCH_CUDA_ARCH_LIST for one CUDA version.
 
     `default` is the variant file's list (for "all"), `supported` the capabilities nvcc of that
@@ -111,10 +104,8 @@ def resolve_arch_option(
     if value == "native":
         caps = detect()
         if not caps:
-            raise UsageError(
-                "--arch native found no GPU (neither nvidia-smi nor the driver reports one); "
-                "name the architectures instead, e.g. --arch 9.0"
-            )
+            raise UsageError("--arch native found no GPU (neither nvidia-smi nor the driver reports one); "
+                             "name the architectures instead, e.g. --arch 9.0")
         value = ";".join(caps)
     try:
         entries = parse_arch_list(value)

@@ -50,10 +50,7 @@ def normalise_channel(channel: str) -> str:
         raise UsageError(f"no such channel directory: {channel}")
     if not parsed.scheme and CHANNEL_NAME_RE.fullmatch(channel):
         return channel
-    raise UsageError(
-        f"channel {channel!r} is not a channel name, an http(s):// or file:// URL, "
-        "or an existing directory"
-    )
+    raise UsageError(f"channel {channel!r} is not a channel name, an http(s):// or file:// URL, or an existing directory")
 
 
 def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = None,

@@ -1,16 +1,13 @@
-"""The CI jobs, from variants/ alone: one per (platform, CUDA, pytorch minor, GPU generation),
-building causal-conv1d and then mamba-ssm for every Python of its file, so that every Python after
-the first compiles from the job's compiler cache. linux-aarch64's jobs cross-compile on the linux-64
-runners, as conda-forge builds its aarch64 packages (cross compilation takes as long as a native
-build: the same nvcc compiles the same device code).
+"""The CI jobs, from variants/ alone: one per (platform, CUDA, pytorch minor, GPU generation), building
+causal-conv1d, then mamba-ssm, for every Python of its file, so that every Python after the first
+compiles from the job's compiler cache. linux-aarch64's jobs cross-compile on the linux-64 runners.
 
     ssm-conda ci-matrix              # one line, {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
     ssm-conda ci-matrix --durations  # each job's expected time, cold and from the last run's cache
 
-The expected times come from figures measured on 2 cores. On more cores they are an upper bound:
-a build runs one nvcc per source, and the longest source compiles its architectures with
-NVCC_THREADS = cores / MAX_JOBS threads, so 4 cores (MAX_JOBS=2) speed a multi-architecture build up
-by at most 2 and a one-architecture generation hardly at all.
+The times come from figures measured on 2 cores, an upper bound on more: the longest source compiles
+its architectures with NVCC_THREADS = cores / MAX_JOBS threads, so 4 cores speed a multi-architecture
+build up by at most 2 and a one-architecture generation hardly at all.
 """
 
 from __future__ import annotations

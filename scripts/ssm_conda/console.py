@@ -1,7 +1,5 @@
-"""What every subcommand shares on the terminal: errors and exit codes, tables, sizes.
-
-Tables use rich. Off a terminal (CI logs, pipes, tests) they are plain text wide enough not to cut
-paths. (Downloads show pip's own progress bar: ssm_conda.standin.wheels.)
+"""What every subcommand shares on the terminal: errors and exit codes, tables (rich; plain text, wide
+enough for paths, off a terminal), sizes and durations.
 """
 
 from __future__ import annotations

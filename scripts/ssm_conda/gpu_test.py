@@ -148,10 +148,8 @@ def run(args: argparse.Namespace) -> int:
     if require_gpu:
         caps = detect_compute_capabilities()
         if not caps:
-            raise PipelineError(
-                "no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a GPU "
-                "machine, or pass --allow-no-gpu to run only the checks that need no GPU"
-            )
+            raise PipelineError("no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a "
+                                "GPU machine, or pass --allow-no-gpu to run only the checks that need no GPU")
         print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(channels)}")
 
     outcomes: list[Outcome] = []

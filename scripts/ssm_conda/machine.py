@@ -1,9 +1,6 @@
-"""What the machine's GPUs and NVIDIA driver are: from nvidia-smi and conda's virtual packages.
-
-The driver's CUDA version and the lowest compute capability come from py-rattler's virtual package
-detection (`__cuda`, `__cuda_arch`: what a conda or pixi solve sees); nvidia-smi names every GPU
-with its compute capability and the driver version. Every probe answers "nothing" (None or [])
-instead of raising when there is no driver or no GPU, so callers work on build machines without one.
+"""The machine's NVIDIA driver and GPUs: conda's virtual packages (`__cuda`, `__cuda_arch`, what a solve
+sees) through py-rattler, and each GPU with the driver's version from nvidia-smi. Without a driver or a
+GPU every probe answers None or [], so build machines without one work.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The variant matrix: read from variants/*.yaml (its only source), selected and rendered.
-
-Each variant file holds one CUDA version; a variant is one (CUDA, Python, pytorch minor, GPU
-generation) with the file's compilers and the generation's architecture list. The files are read
-and rendered by rattler-build itself (selectors for the target platform included), so the lists,
-build strings and hashes shown are the ones the build will produce.
+"""The variant matrix: variants/*.yaml (its only source), one file per CUDA version, read, selected and
+rendered by rattler-build itself (for the target platform), so the lists, build strings and hashes
+shown are the ones a build produces.
 """
 
 from __future__ import annotations
@@ -120,22 +117,14 @@ class PlannedVariant:
 def _check_version(kind: str, value: str, pattern: re.Pattern[str], known: Sequence[str]) -> None:
     if not pattern.fullmatch(value):
         example = "3.12" if kind == "Python" else "2.13"
-        raise UsageError(
-            f"unknown {kind} version {value!r}; accepted: {', '.join(known)} "
-            f"(from variants/) or another X.Y like {example}"
-        )
+        raise UsageError(f"unknown {kind} version {value!r}; accepted: {', '.join(known)} (from variants/) or another "
+                         f"X.Y like {example}")
 
 
-def select(
-    selection: Selection,
-    files: Sequence[VariantFile] | None = None,
-    detect: Callable[[], list[str]] = detect_compute_capabilities,
-    overrides: dict[str, list[str]] | None = None,
-) -> list[tuple[VariantFile, dict[str, list[str]]]]:
-    """Validate the selection and return, per variant file, its variant dict with overrides.
-
-    `overrides` replaces whole keys afterwards (an offline stand-in channel's real compilers).
-    """
+def select(selection: Selection, files: Sequence[VariantFile] | None = None,
+           detect: Callable[[], list[str]] = detect_compute_capabilities,
+           overrides: dict[str, list[str]] | None = None) -> list[tuple[VariantFile, dict[str, list[str]]]]:
+    """Validate the selection; per variant file its variant dict, whose keys `overrides` then replaces."""
     files = list(files if files is not None else load_variant_files())
     if selection.cuda is not None:
         chosen = [f for f in files if f.cuda == selection.cuda]
@@ -175,14 +164,9 @@ def select(
     return configs
 
 
-def plan(
-    selection: Selection = Selection(),
-    files: Sequence[VariantFile] | None = None,
-    detect: Callable[[], list[str]] = detect_compute_capabilities,
-    recipes: Sequence[Path] | None = None,
-    overrides: dict[str, list[str]] | None = None,
-    target_platform: str = TARGET_PLATFORM,
-) -> list[PlannedVariant]:
+def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None = None,
+         detect: Callable[[], list[str]] = detect_compute_capabilities, recipes: Sequence[Path] | None = None,
+         overrides: dict[str, list[str]] | None = None, target_platform: str = TARGET_PLATFORM) -> list[PlannedVariant]:
     """Every selected variant of every selected package, rendered by rattler-build (offline: nothing
     is solved), in build order: a package's variants after those of the packages it needs.
 
@@ -211,18 +195,11 @@ def rendered_recipe(package: str) -> dict[str, Any]:
 def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:
     order = list(variant_config.to_dict()["gpu_generation"])
     variants = [
-        PlannedVariant(
-            cuda=rendered.variant["cuda_compiler_version"],
-            python=rendered.variant["python"],
-            torch=rendered.variant["pytorch"],
-            archs=rendered.variant["cuda_arch_list"],
-            generation=rendered.variant["gpu_generation"],
-            build_string=rendered.recipe.build.string,
-            variant_file=vfile,
-            config={k: [v] for k, v in rendered.variant.items() if k != "target_platform"},
-            rendered=rendered,
-        )
-        for rendered in stage0.render(variant_config, render_config)
+        PlannedVariant(cuda=r.variant["cuda_compiler_version"], python=r.variant["python"], torch=r.variant["pytorch"],
+                       archs=r.variant["cuda_arch_list"], generation=r.variant["gpu_generation"],
+                       build_string=r.recipe.build.string, variant_file=vfile,
+                       config={k: [v] for k, v in r.variant.items() if k != "target_platform"}, rendered=r)
+        for r in stage0.render(variant_config, render_config)
     ]
     # rattler-build renders in an order of its own; the plan follows the variant file's
     return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))

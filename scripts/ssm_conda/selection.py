@@ -1,9 +1,6 @@
-"""Which variants a command works on: the selector flags of plan, build, upload and gpu-test (one
-definition), the Selection they make, and which built packages a Selection chooses.
-
-A built package is chosen by its name and build string as rattler-build renders the recipes for the
-selection, less the hash: the hash covers every variant key a build used (a stand-in channel's
-compilers too), the rest of the string is the recipe's scheme (cuda130_py312_torch213_sm90).
+"""Which variants a command works on: the selector flags of plan, build, upload and gpu-test, the
+Selection they make, and which built packages it chooses: by name and build string as rattler-build
+renders the recipes, less the hash (which covers every variant key, a stand-in's compilers too).
 """
 
 from __future__ import annotations

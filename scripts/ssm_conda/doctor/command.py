@@ -1,12 +1,10 @@
 """Which causal-conv1d (or mamba-ssm) package fits this machine, and what will go wrong with the others.
 
-Reads the NVIDIA driver (version; the highest CUDA it supports and the GPUs' compute capabilities
-as conda's __cuda and __cuda_arch virtual packages, through py-rattler; each GPU from nvidia-smi),
-the target Python's torch (version, CUDA, C++11 ABI; imported in a subprocess so a broken torch
-cannot take the doctor down), the active conda/pixi environment and any causal-conv1d and
-mamba-ssm already installed. Prints a table, the command that installs (or builds) the matching package,
-and the known traps that apply. Missing pieces (no GPU, no driver, no torch) are reported, never
-fatal: the exit status is 0 unless the arguments are wrong. --json prints only JSON on stdout.
+Reads the driver and GPUs (conda's __cuda and __cuda_arch through py-rattler, each GPU from nvidia-smi),
+the target Python's torch (imported in a subprocess, so a broken torch cannot take the doctor down),
+the conda/pixi environment and any causal-conv1d and mamba-ssm installed; prints them, the command that
+installs (or builds) the matching package, and the known traps that apply. Missing pieces are reported,
+never fatal: the exit status is 0 unless the arguments are wrong. --json prints only JSON on stdout.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The packages to upload, and the pre-check that runs before anything is sent.
-
-Every archive must be a valid conda archive named as its index.json says, in the subdir it
-declares, and (where the local channel is indexed) with the sha256 its repodata lists. One bad
-archive means nothing is uploaded.
+"""The packages to upload, checked before anything is sent: each a valid conda archive named as its
+index.json says, in its subdir, with the sha256 the local repodata lists. One bad archive: nothing is sent.
 """
 
 from __future__ import annotations

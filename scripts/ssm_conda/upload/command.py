@@ -1,14 +1,12 @@
 """Upload the packages of a local channel (default output/) to a conda server.
 
 The common options (--output-dir, the selectors, --dry-run, --skip-existing, -v, --verify-timeout,
---no-verify) go before or after TARGET. Every package is checked before anything is sent
-(a file that is not a valid conda archive stops the run), then uploaded with py-rattler-build
-(S3: boto3, then the channel is indexed with py-rattler), and finally looked up in the channel's
+--no-verify) go before or after TARGET. Every package is checked before anything is sent, uploaded
+with py-rattler-build (S3: boto3, then indexed with py-rattler), and looked up in the channel's
 repodata until it is served.
 
-Credentials never come from options. A key in the environment is used first; without one,
-rattler looks in its auth storage ($RATTLER_AUTH_FILE, the keyring, ~/.rattler/credentials.json,
-~/.netrc), where `rattler-build auth login` and `pixi auth login` put them:
+Credentials never come from options: a key in the environment, else rattler's auth storage, where
+`rattler-build auth login` and `pixi auth login` put them:
   prefix       PREFIX_API_KEY, a BearerToken for the host, or trusted publishing in GitHub Actions
   anaconda     ANACONDA_API_KEY, or a CondaToken for the API host (api.anaconda.org)
   quetz        QUETZ_API_KEY, or a CondaToken for the server's host

@@ -1,9 +1,6 @@
-"""Credentials: a key from the environment, or rattler's auth storage; never from options.
-
-rattler's auth storage ($RATTLER_AUTH_FILE, the keyring, ~/.rattler/credentials.json, ~/.netrc) is
-written by `rattler-build auth login` and `pixi auth login`, and read by rattler itself: the upload
-functions given no key, and the py-rattler client that reads the channel back. We never parse it.
-Every value we do see is registered here and masked in all output.
+"""Credentials: a key from the environment, or rattler's auth storage ($RATTLER_AUTH_FILE, the keyring,
+~/.rattler/credentials.json, ~/.netrc: what `rattler-build auth login` and `pixi auth login` write), which
+rattler reads itself and we never parse; never from options. Every value we see is masked in all output.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""An S3 bucket as a channel: boto3 puts the files, py-rattler indexes the channel afterwards.
-
-py-rattler-build has no S3 upload; `rattler-build upload s3` would not index either. The keys come
-from the AWS credential chain as boto3 resolves it (the AWS_* variables, AWS_PROFILE and
-~/.aws/credentials, an instance role), and go to py-rattler's indexer too.
+"""An S3 bucket as a channel: boto3 puts the files (py-rattler-build has no S3 upload), py-rattler indexes
+the channel afterwards, both with the keys of the AWS credential chain as boto3 resolves it.
 """
 
 from __future__ import annotations
@@ -119,11 +116,9 @@ class S3Target(Target):
                        Body=body, ContentType="application/octet-stream")
 
     def after_upload(self, subdirs: set[str]) -> None:
-        credentials = S3Credentials(
-            endpoint_url=self.endpoint, region=self.region, access_key_id=self.keys.access_key,
-            secret_access_key=self.keys.secret_key, session_token=self.keys.token,
-            addressing_style="path" if self.path_style else "virtual-host",
-        )
+        credentials = S3Credentials(endpoint_url=self.endpoint, region=self.region, access_key_id=self.keys.access_key,
+                                    secret_access_key=self.keys.secret_key, session_token=self.keys.token,
+                                    addressing_style="path" if self.path_style else "virtual-host")
         # conda needs noarch/repodata.json even when every package is linux-64; index_s3 always does noarch.
         for subdir in sorted(subdirs - {"noarch"}) or ["noarch"]:
             try:

@@ -1,7 +1,5 @@
-"""Upload destinations served over HTTP: one small class per server, uploads through py-rattler-build.
-
-A target says where packages go and where its repodata is read, which key from the environment it
-takes, and how to log in when there is none. S3 lives in s3.py.
+"""Upload destinations served over HTTP, one small class per server, uploading through py-rattler-build:
+where packages go, where the repodata is read, which key it takes, how to log in (S3: s3.py).
 """
 
 from __future__ import annotations
@@ -70,8 +68,7 @@ class Target:
         return Credential(AUTH_STORAGE) if self.rattler_finds_credential() else None
 
     def rattler_finds_credential(self) -> bool:
-        """Whether rattler-build finds a credential for this server in its auth storage: its upload
-        functions look the credential up before they touch the files, so given none they send nothing."""
+        """Whether rattler-build's auth storage has a credential here (given no files, its upload sends nothing)."""
         try:
             self.rattler_upload([], None)
         except rattler_build.RattlerBuildError:
