@@ -15,6 +15,8 @@ from ssm_conda.standin import catalog, host, packages
 from ssm_conda.standin.command import wheel_cache
 from ssm_conda.standin.wheels import Target, Wheel, applicable, find_wheel, read_metadata
 
+from tests.standin_channel import TORCH
+
 # the wheel folders CI names (SSM_CONDA_WHEEL_DIRS) and the stand-in's cache, newest wins
 WHEEL_DIRS = [*(Path(d) for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d), wheel_cache()]
 
@@ -65,9 +67,10 @@ def test_real_wheels_close_the_tree(py_ver, request):
     if request.config.getoption("--slow"):
         request.getfixturevalue("standin")
     target = Target(py_ver, "2.36")
-    torch = find_wheel(WHEEL_DIRS, "torch", "", target)
+    # the torch the stand-in fixture repacks: a CUDA build of the newest minor in variants/
+    torch = find_wheel(WHEEL_DIRS, "torch", f"=={TORCH}.*", target, accept=lambda w: not host.is_cpu_build(w.version))
     if torch is None:
-        pytest.skip(f"no torch wheel for {target.tag} in {', '.join(map(str, WHEEL_DIRS))}")
+        pytest.skip(f"no torch {TORCH} wheel for {target.tag} in {', '.join(map(str, WHEEL_DIRS))}")
     companions = host.torch_companions("wheel", torch.path, target)
     try:
         wheels = host.gather(host.wanted_wheels(companions), WHEEL_DIRS, wheel_cache(), target, offline=True,
