@@ -16,8 +16,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
@@ -29,6 +28,7 @@ from rattler_build.progress import ProgressCallback
 from ssm_conda.archs import lowest_arch
 from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
+from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import PLATFORMS, TARGET_PLATFORM, PlannedVariant, Selection, plan
 from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
 from ssm_conda.selection import add_selector_arguments, selection_from_args
@@ -159,21 +159,6 @@ def print_plan(variants: Sequence[PlannedVariant]) -> None:
     print(f"{len(variants)} variant(s)")
 
 
-@contextmanager
-def virtual_package_overrides(cuda: str, arch_min: str) -> Iterator[None]:
-    """CONDA_OVERRIDE_CUDA=<the variant's CUDA> and CONDA_OVERRIDE_CUDA_ARCH=<its lowest architecture> for
-    one build, unless set: CUDA builds of pytorch need __cuda and a generation package __cuda_arch, which
-    a build machine without a driver or GPU, or with other ones, lacks (conda-forge's CI does the same)."""
-    wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": arch_min}
-    added = {name: value for name, value in wanted.items() if name not in os.environ}
-    os.environ.update(added)
-    try:
-        yield
-    finally:
-        for name in added:
-            del os.environ[name]
-
-
 def rattler_package_cache() -> Path:
     """Where rattler (rattler-build's test environments, pixi) keeps extracted packages."""
     root = os.environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache"
@@ -202,6 +187,7 @@ def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, ar
     log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
     progress = Progress(f"{variant.package} {variant.label}", args.verbose, log)
     try:
+        # the variant's CUDA and its lowest architecture, as conda-forge's CI builds without a GPU
         with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs)):
             result = variant.rendered.run_build(tool_config=tool_config, output_dir=str(output_dir), channels=channels,
                                                 progress_callback=progress, package_format=PACKAGE_FORMAT)

@@ -16,7 +16,6 @@ Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped), 2 bad in
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import time
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from rattler_build.progress import ProgressCallback
 
 from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, name_and_build_of, normalise_channel
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
-from ssm_conda.machine import detect_compute_capabilities
+from ssm_conda.machine import detect_compute_capabilities, virtual_package_overrides
 from ssm_conda.paths import PACKAGES
 from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
 
@@ -84,41 +83,39 @@ class _Echo(ProgressCallback):
         print(f"  {event.message}", flush=True)
 
 
-def run_package(path: Path, channels: list[str], require_gpu: bool, log_dir: Path | None, verbose: bool) -> list[Outcome]:
+def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: bool, log_dir: Path | None,
+                verbose: bool) -> list[Outcome]:
     from rattler_build import Package
 
     try:
         package = Package.from_file(path)
     except Exception as exc:  # a damaged archive
         raise UsageError(f"cannot read package {path}: {exc}") from exc
-    if not detect_compute_capabilities():
-        # Without a driver there is no __cuda virtual package, and CUDA builds of pytorch need one;
-        # without a GPU no __cuda_arch, which a GPU generation's package needs.
-        for variable, name in (("CONDA_OVERRIDE_CUDA", "cuda-version"), ("CONDA_OVERRIDE_CUDA_ARCH", "cuda-arch")):
-            value = lower_bound(package.depends, name)
-            if value and not os.environ.get(variable):
-                os.environ[variable] = value
-                print(f"no GPU: solving with {variable}={value}")
+    # Without a GPU the package's own lower bounds stand in for the driver's __cuda and the GPU's __cuda_arch.
+    bounds = [None, None] if has_gpu else [lower_bound(package.depends, n) for n in ("cuda-version", "cuda-arch")]
     outcomes = []
-    for index, test in enumerate(package.tests):
-        kind = describe_test(test)
-        print(f"{path.name}: test {index} ({kind}) ...", flush=True)
-        start = time.monotonic()
-        try:
-            result = package.run_test(index, channel=channels, progress_callback=_Echo() if verbose else None)
-            success, lines = result.success, list(result.output)
-        except Exception as exc:  # rattler-build reports solve and script failures by raising
-            success, lines = False, [f"error: {exc}"]
-        seconds = time.monotonic() - start
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            (log_dir / f"{path.name.removesuffix('.conda')}.test{index}.log").write_text("\n".join(lines) + "\n")
-        ok, detail = judge(success, lines, require_gpu)
-        if not ok and not verbose:
-            for line in lines[-40:]:
-                print(f"  | {line}")
-        outcomes.append(Outcome(path.name, f"test {index}: {kind[:40]}", "passed" if ok else "failed", seconds,
-                                detail=detail[:120]))
+    with virtual_package_overrides(*bounds) as added:
+        for variable, value in added.items():
+            print(f"no GPU: solving with {variable}={value}")
+        for index, test in enumerate(package.tests):
+            kind = describe_test(test)
+            print(f"{path.name}: test {index} ({kind}) ...", flush=True)
+            start = time.monotonic()
+            try:
+                result = package.run_test(index, channel=channels, progress_callback=_Echo() if verbose else None)
+                success, lines = result.success, list(result.output)
+            except Exception as exc:  # rattler-build reports solve and script failures by raising
+                success, lines = False, [f"error: {exc}"]
+            seconds = time.monotonic() - start
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                (log_dir / f"{path.name.removesuffix('.conda')}.test{index}.log").write_text("\n".join(lines) + "\n")
+            ok, detail = judge(success, lines, require_gpu)
+            if not ok and not verbose:
+                for line in lines[-40:]:
+                    print(f"  | {line}")
+            outcomes.append(Outcome(path.name, f"test {index}: {kind[:40]}", "passed" if ok else "failed", seconds,
+                                    detail=detail[:120]))
     return outcomes
 
 
@@ -144,9 +141,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} that the selectors "
                          "choose (build first, or name a .conda file)")
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
-    require_gpu = not args.allow_no_gpu
+    require_gpu, caps = not args.allow_no_gpu, detect_compute_capabilities()
     if require_gpu:
-        caps = detect_compute_capabilities()
         if not caps:
             raise PipelineError("no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a "
                                 "GPU machine, or pass --allow-no-gpu to run only the checks that need no GPU")
@@ -154,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
     outcomes: list[Outcome] = []
     for path in packages:
-        outcomes += run_package(path, channels, require_gpu, args.log_dir, args.verbose)
+        outcomes += run_package(path, channels, require_gpu, bool(caps), args.log_dir, args.verbose)
 
     print()
     print_summary(outcomes)

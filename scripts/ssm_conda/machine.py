@@ -5,10 +5,12 @@ GPU every probe answers None or [], so build machines without one work.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rattler import VirtualPackage, VirtualPackageOverrides
@@ -111,3 +113,18 @@ def driver_info(virtual: Callable[[], CudaVirtualPackages] | None = None) -> Dri
 def detect_compute_capabilities() -> list[str]:
     """The distinct compute capabilities of the GPUs the driver reports, sorted; [] without a driver."""
     return sorted({g.compute_cap for g in driver_info().gpus if g.compute_cap}, key=version_key)
+
+
+@contextmanager
+def virtual_package_overrides(cuda: str | None, cuda_arch: str | None) -> Iterator[dict[str, str]]:
+    """CONDA_OVERRIDE_CUDA and CONDA_OVERRIDE_CUDA_ARCH while a solve runs, each unless it is set or None;
+    yields what it set, and unsets it afterwards. CUDA builds of pytorch need __cuda and a generation
+    package __cuda_arch, which a machine without a driver or GPU, or with other ones, lacks."""
+    wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": cuda_arch}
+    added = {name: value for name, value in wanted.items() if value is not None and name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield added
+    finally:
+        for name in added:
+            del os.environ[name]

@@ -168,3 +168,20 @@ def test_cuda_arch_without_nvidia_smi_is_one_gpu(only_fake_path: Path) -> None:
     assert info.cuda == "12.9" and info.version is None  # the driver's version only nvidia-smi says
     assert info.gpus == [gpu.GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0")]
     assert info.sources == ["py-rattler"]
+
+
+def test_virtual_package_overrides_set_only_what_is_unset_and_undo_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """build's variant values and gpu-test's per-package lower bounds: a value the user set (even empty, which
+    hides __cuda from conda) stays, None sets nothing, and nothing outlives the solve it was set for."""
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA", raising=False)
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "")
+    with gpu.virtual_package_overrides("13.0", "9.0") as added:
+        assert added == {"CONDA_OVERRIDE_CUDA": "13.0"}
+        assert (os.environ["CONDA_OVERRIDE_CUDA"], os.environ["CONDA_OVERRIDE_CUDA_ARCH"]) == ("13.0", "")
+    assert "CONDA_OVERRIDE_CUDA" not in os.environ and os.environ["CONDA_OVERRIDE_CUDA_ARCH"] == ""
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA_ARCH")
+    with gpu.virtual_package_overrides("12.9", None) as added:  # a package without a cuda-arch bound
+        assert added == {"CONDA_OVERRIDE_CUDA": "12.9"} and "CONDA_OVERRIDE_CUDA_ARCH" not in os.environ
+    with gpu.virtual_package_overrides("12.9", "8.0"), gpu.virtual_package_overrides("13.0", "9.0") as inner:
+        assert inner == {} and os.environ["CONDA_OVERRIDE_CUDA"] == "12.9"
+    assert "CONDA_OVERRIDE_CUDA" not in os.environ
