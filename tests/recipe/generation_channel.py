@@ -21,7 +21,8 @@ from ssm_conda.standin.packages import COMPUTE_CAPABILITIES
 # Everything else the recipes' run requirements name, at a version each requirement accepts.
 OTHERS = {"python": ("3.12.0", "0"), "pytorch": ("2.13.0", "cuda130_0"), "packaging": ("25.0", "0"),
           "einops": ("0.8.1", "0"), "setuptools": ("80.9.0", "0"), "transformers": ("5.25.0", "0"),
-          "triton": ("3.5.0", "0"), "cuda-cudart_linux-64": ("13.0.96", "0")}
+          "triton": ("3.5.0", "0"), "cuda-cudart_linux-64": ("13.0.96", "0"),
+          "pip": ("25.2", "0")}  # conda adds pip to every python it installs
 
 
 @functools.cache  # every variant of a generation asks for the same capability's

@@ -1,0 +1,89 @@
+"""Real conda for the tests: conda, conda-build and the `__cuda_arch` plugin (nvidia-virtual-packages).
+
+Their wheels are not on PyPI: ../shared/clients/ holds them beside a checkout (CI has it); they go into
+a virtual environment of their own under the cache (their pins are not ours), with the py-rattler-build
+this tooling uses, so conda-build renders with the same rattler-build. SSM_CONDA_CONDA names another
+conda's Python instead (`python -m conda` must run with it, conda-build and the plugin importable).
+conda runs with the classic solver (libmamba is not on PyPI) and writes only into the folder it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from ssm_conda.paths import REPO_ROOT, cache_dir
+
+CLIENTS = REPO_ROOT.parent / "shared" / "clients"
+CONDA_ENV = "SSM_CONDA_CONDA"
+
+
+def venv_from_wheels() -> Path:
+    """The cached environment of ../shared/clients' wheels; made on first use (about a minute)."""
+    wheels = sorted(CLIENTS.glob("*.whl"))
+    rattler_build = f"py-rattler-build=={version('py-rattler-build')}"
+    key = hashlib.sha256("\n".join([rattler_build, *(hashlib.sha256(w.read_bytes()).hexdigest() for w in wheels)])
+                         .encode()).hexdigest()[:12]
+    venv = cache_dir() / f"conda-venv-{key}"
+    python = venv / "bin" / "python"
+    if not (venv / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        *map(str, wheels), "conda-index", rattler_build], check=True)
+        (venv / ".complete").touch()
+    return python
+
+
+def conda_python() -> Path:
+    """The Python that runs conda: SSM_CONDA_CONDA's, else the wheels' environment; else the test skips."""
+    named = os.environ.get(CONDA_ENV)
+    if named:
+        return Path(named)
+    if list(CLIENTS.glob("conda-*.whl")):
+        return venv_from_wheels()
+    pytest.skip(f"no conda: neither {CLIENTS} (conda's wheels) nor {CONDA_ENV} (a Python that runs `python -m conda`)")
+
+
+@dataclass(frozen=True)
+class Conda:
+    """conda kept away from the machine: its configuration, caches, environments and HOME in `root`."""
+
+    python: Path
+    root: Path
+
+    def environment(self, cuda: str | None = "13.0", cuda_arch: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "_CONDA"))}
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "condarc").write_text("channels: []\n")
+        env.update(CONDARC=str(self.root / "condarc"), CONDA_PKGS_DIRS=str(self.root / "pkgs"),
+                   CONDA_ENVS_DIRS=str(self.root / "envs"), CONDA_ROOT_PREFIX=str(self.root / "base"),
+                   HOME=str(self.root / "home"), CONDA_SOLVER="classic", CONDA_ALWAYS_YES="true")
+        env.update({name: value for name, value in (("CONDA_OVERRIDE_CUDA", cuda),
+                                                    ("CONDA_OVERRIDE_CUDA_ARCH", cuda_arch)) if value})
+        return env
+
+    def run(self, *args: str, plugins: bool = True, check: bool = True, cwd: Path | None = None,
+            **machine: str | None) -> subprocess.CompletedProcess:
+        command = [str(self.python), "-m", "conda", *([] if plugins else ["--no-plugins"]), *args]
+        print("$", " ".join(command), flush=True)
+        result = subprocess.run(command, env=self.environment(**machine), cwd=cwd, text=True, capture_output=True)
+        if check and result.returncode:
+            raise AssertionError(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout[-3000:]}\n"
+                                 f"{result.stderr[-3000:]}")
+        return result
+
+    def json(self, *args: str, **kwargs) -> dict:
+        """A command's --json answer; a refusal is an answer too (its exception_name and message)."""
+        return json.loads(self.run(*args, "--json", check=False, **kwargs).stdout)
+
+
+def linked(answer: dict, *names: str) -> dict[str, str]:
+    """name -> build string of what a --json create/install would link (or linked), for `names`."""
+    return {p["name"]: p["build_string"] for p in answer.get("actions", {}).get("LINK", []) if p["name"] in names}
