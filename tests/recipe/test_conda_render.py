@@ -1,0 +1,41 @@
+"""conda-build (26.7.1, through py-rattler-build) renders the recipes as `ssm-conda plan` does: the same
+variants, build strings and run requirements from the same variants/ file; without one it says a variants
+file is missing. A `plan --write-variants` file makes it render exactly the selected variant."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ssm_conda.matrix import load_variant_files
+from ssm_conda.paths import PACKAGES, RECIPES_DIR, REPO_ROOT
+
+from tests.conda_client import Conda, conda_python
+from tests.rendered import whole_matrix
+
+
+@pytest.fixture(scope="module")
+def conda(tmp_path_factory) -> Conda:
+    return Conda(conda_python(), tmp_path_factory.mktemp("conda"))
+
+
+def conda_render(conda: Conda, package: str, *args: str) -> dict[str, list[str]]:
+    """build string -> run requirements of every variant `conda render` prints."""
+    out = conda.run("render", str(RECIPES_DIR / package), *args, cwd=REPO_ROOT).stdout
+    documents = [yaml.safe_load(f"schema_version: 1{text}") for text in out.split("schema_version: 1")[1:]]
+    return {d["build"]["string"]: list(d["requirements"]["run"]) for d in documents}
+
+
+@pytest.mark.parametrize("vfile", load_variant_files(), ids=lambda f: f.path.name)
+@pytest.mark.parametrize("package", PACKAGES)
+def test_conda_render_gives_what_plan_renders(conda, package, vfile):
+    planned = {v.build_string: list(v.rendered.recipe.requirements.run)
+               for v in whole_matrix() if v.package == package and v.variant_file.path == vfile.path}
+    assert len(planned) > 10
+    assert conda_render(conda, package, "-m", str(vfile.path)) == planned
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_without_a_variants_file_conda_build_says_one_is_needed(conda, package):
+    result = conda.run("render", str(RECIPES_DIR / package), cwd=REPO_ROOT, check=False)
+    assert result.returncode != 0
+    assert "missing or incorrect variant file configuration" in result.stdout + result.stderr
