@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ssm_conda.archs import parse_arch_list
-from ssm_conda.console import PipelineError, human_duration, print_table
+from ssm_conda.console import UsageError, human_duration, print_table
 from ssm_conda.matrix import PLATFORMS, Selection, VariantFile, load_variant_files, plan
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
@@ -55,12 +55,8 @@ class Job:
 def jobs(directory: Path = VARIANTS_DIR, platforms: tuple[str, ...] = PLATFORMS) -> list[Job]:
     found = []
     for platform in platforms:
-        try:
-            files = load_variant_files(directory, platform)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise PipelineError(f"a file in {directory} is not a valid variant file: {exc}") from exc
-        if not files:
-            raise PipelineError(f"no variant files (*.yaml) in {directory}")
+        if not (files := load_variant_files(directory, platform)):
+            raise UsageError(f"no variant files (*.yaml) in {directory}")
         found += platform_jobs(files, platform)
     return found
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
-from ssm_conda.archs import resolve_arch_option, version_key
+from ssm_conda.archs import ArchListError, parse_arch_list, resolve_arch_option, version_key
 from ssm_conda.console import UsageError, one_of
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR, recipe_of
@@ -25,6 +25,7 @@ TORCH_RE = re.compile(r"\d+\.\d+")
 PLATFORMS = ("linux-64", "linux-aarch64")
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
+REQUIRED_KEYS = ("cuda_compiler_version", "python", "pytorch", "gpu_generation", "cuda_arch_list", "cuda_arch_supported")
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,53 @@ class VariantFile:
         return resolve_arch_option(value, self.cuda, self.arch_list, self.arch_supported, detect)
 
 
+def rattler_error(exc: Exception) -> str:
+    """The message of a rattler-build error (the Debug text of a Rust error) on one line."""
+    text = str(exc)
+    if found := re.search(r'message: "((?:[^"\\]|\\.)*)"', text):
+        return " ".join(found[1].replace('\\"', '"').replace("\\n", " ").split())
+    if found := re.search(r'expected: "([^"]*)", actual: "([^"]*)".*?line: (\d+), column: (\d+)', text):
+        return f"{found[3]}:{found[4]}: expected a {found[1]}, found a {found[2]}"
+    return " ".join(text.split()) or type(exc).__name__
+
+
+def variant_file_problem(vfile: VariantFile) -> str | None:
+    """What keeps the tooling from reading a file rattler-build has read, or None."""
+    data = vfile.data
+    if missing := next((k for k in REQUIRED_KEYS if not data.get(k)), None):
+        return f"no {missing}"
+    if len(data["cuda_compiler_version"]) != 1 or not TORCH_RE.fullmatch(str(data["cuda_compiler_version"][0])):
+        return f"cuda_compiler_version {data['cuda_compiler_version']}: give one X.Y"
+    for key, pattern in (("python", PYTHON_RE), ("pytorch", TORCH_RE)):
+        if bad := next((v for v in data[key] if not isinstance(v, str) or not pattern.fullmatch(v)), None):
+            return f"{key} {bad!r}: not X.Y"
+    if (lengths := (len(data["gpu_generation"]), len(data["cuda_arch_list"])))[0] != lengths[1]:
+        return f"gpu_generation and cuda_arch_list differ in length {lengths}"
+    if ALL_ARCHS not in data["gpu_generation"]:
+        return f"gpu_generation {data['gpu_generation']}: no {ALL_ARCHS!r} (the all-architecture package)"
+    try:
+        [parse_arch_list(str(v)) for key in ("cuda_arch_list", "cuda_arch_supported") for v in data[key]]
+    except ArchListError as exc:
+        return str(exc)
+    return None
+
+
 def read_variant_file(path: Path, target_platform: str = TARGET_PLATFORM) -> VariantFile:
-    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied)."""
-    config = VariantConfig.from_file_with_context(path, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))
-    return VariantFile(path, {**config.to_dict(), "zip_keys": config.zip_keys})
+    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied); one it
+    cannot read, or without what the tooling reads, is a UsageError naming it."""
+    try:
+        config = VariantConfig.from_file_with_context(path, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))
+    except Exception as exc:  # noqa: BLE001 - rattler-build's PyVariantError
+        raise UsageError(f"{path}: not a valid variant file: {rattler_error(exc)}") from None
+    vfile = VariantFile(path, {**config.to_dict(), "zip_keys": config.zip_keys})
+    if problem := variant_file_problem(vfile):
+        raise UsageError(f"{path}: not a valid variant file: {problem}")
+    return vfile
 
 
 def load_variant_files(directory: Path = VARIANTS_DIR, target_platform: str = TARGET_PLATFORM) -> list[VariantFile]:
+    if not directory.is_dir():
+        raise UsageError(f"variant files: no such directory: {directory}")
     files = [read_variant_file(p, target_platform) for p in sorted(directory.glob("*.yaml"))]
     return sorted(files, key=lambda f: tuple(int(p) for p in f.cuda.split(".")))
 
@@ -179,7 +220,11 @@ def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None
     for recipe in recipes or [recipe_of(p) for p in selection.packages]:
         stage0 = Stage0Recipe.from_file(str(recipe))
         for vfile, config in configs:
-            planned += _rendered(stage0, vfile, VariantConfig(config, vfile.data.get("zip_keys")), render_config)
+            try:
+                planned += _rendered(stage0, vfile, VariantConfig(config, vfile.data.get("zip_keys")), render_config)
+            except Exception as exc:  # noqa: BLE001 - rattler-build's PyRattlerBuildError
+                raise UsageError(f"{vfile.path}: not a valid variant file: {recipe.parent.name}'s recipe does not render "
+                                 f"with it: {rattler_error(exc)}") from None
     return planned
 
 

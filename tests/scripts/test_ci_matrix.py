@@ -12,6 +12,7 @@ import yaml
 from ssm_conda import ci_matrix, cli
 from ssm_conda.paths import PACKAGES, VARIANTS_DIR
 
+from tests.bad_input.ci_matrix import VALID
 from tests.rendered import whole_matrix
 
 
@@ -81,9 +82,19 @@ def test_new_variant_file_is_picked_up(tmp_path):
     assert len(names) == len(ci_matrix.jobs()) + 2  # one per platform
 
 
-def test_empty_or_broken_variants_dir(tmp_path, capsys):
-    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 1
+def test_the_broken_files_of_the_bad_input_table_break_one_thing_each(tmp_path):
+    """Their common base is a variant file ci-matrix reads: each case fails for its own reason alone."""
+    (tmp_path / "cuda999.yaml").write_text(yaml.safe_dump(VALID))
+    assert [j.name for j in ci_matrix.jobs(tmp_path)] == ["cuda130-torch2.13-all", "cuda130-torch2.13-sm90",
+                                                          "aarch64-cuda130-torch2.13-all", "aarch64-cuda130-torch2.13-sm90"]
+
+
+def test_missing_empty_or_broken_variants_dir_is_bad_input(tmp_path, capsys):
+    """Exit 2, as the same bad input is everywhere else (tests/bad_input/ci_matrix.py has every broken file)."""
+    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == f"error: variant files: no such directory: {tmp_path / 'none'}\n"
+    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 2
     assert "no variant files" in capsys.readouterr().err
     (tmp_path / "bad.yaml").write_text("python: ['3.12']\n")
-    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 1
-    assert "not a valid variant file" in capsys.readouterr().err
+    assert cli.main(["ci-matrix", "--variants-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'bad.yaml'}: not a valid variant file: no cuda_compiler_version\n"

@@ -94,7 +94,7 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
     # pixi solves for the GPU the workspace declares, so only conda gets the __cuda_arch override
     conda_override = override + (f"CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} " if cuda_arch is not None else "")
-    channels = f"-c {channel}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
+    channels = f"-c {shlex.quote(channel)}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
     interp, commands = facts.interpreter, []
     pip = [n for n, d in ((PACKAGE, interp.causal_conv1d), ("mamba-ssm", interp.mamba_ssm)) if d and not d.from_conda]
     if pip:
@@ -102,7 +102,7 @@ def install_commands(facts: Facts, cuda: str, build: str, channel: str, version:
     if facts.env.kind == "pixi" and not facts.env.this_project:
         if channel != CONDA_FORGE:
             # pixi's channel priority is strict: appended after conda-forge, the package is never taken from it
-            commands.append(f"pixi workspace channel add --prepend {channel}")
+            commands.append(f"pixi workspace channel add --prepend {shlex.quote(channel)}")
         commands.append(f"{override}pixi add {spec}")
     elif facts.env.kind == "conda":
         commands.append(f"{conda_override}conda install {channels} {spec}")

@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ssm_conda.channels import DEFAULT_CHANNEL
+from ssm_conda.channels import DEFAULT_CHANNEL, normalise_channel
 from ssm_conda.console import UsageError
 from ssm_conda.doctor.advice import FALLBACK_VERSIONS, advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
@@ -61,8 +61,15 @@ def _interpreter(value: str) -> str:
     return found
 
 
+def _channel(value: str) -> str:
+    """--channel checked as build's is; a folder as its absolute path, since a quoted ~ would not expand."""
+    normalise_channel(value)
+    return str(Path(value).expanduser().resolve()) if Path(value).expanduser().is_dir() else value
+
+
 def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
     interpreter = _interpreter(args.interpreter)
+    channel = _channel(args.channel) if args.channel else default_channel()
     if not args.variants_dir.is_dir():
         raise UsageError(f"--variants-dir {str(args.variants_dir)!r}: no such directory")
     facts = gather_facts(interpreter, probes, import_torch=not args.no_import)
@@ -75,6 +82,6 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
     package = args.package or default_package(facts)
     version = package_version(package)
     gates = {f.cuda: generation_gates(f, package, facts.platform) for f in files}
-    advice = advise(facts, files, args.channel or default_channel(), version, package, gates)
+    advice = advise(facts, files, channel, version, package, gates)
     print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
     return 0

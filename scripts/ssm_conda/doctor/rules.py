@@ -4,6 +4,7 @@ files, target rules at the variant chosen, Target) and returns Findings. Rules n
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -266,8 +267,9 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
     return [warning("ssm-torch-mismatch",
                     f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions "
                     "fail with `undefined symbol` or crash; install the matching pair from this project's channel: "
-                    + (f"`{interp.executable} -m pip uninstall -y {pip}`, then " if pip else "")
-                    + f'`conda install -c {target.channel} -c conda-forge "mamba-ssm=*={build}" "causal-conv1d=*={build}"`')]
+                    + (f"`{shlex.quote(interp.executable)} -m pip uninstall -y {pip}`, then " if pip else "")
+                    + f'`conda install -c {shlex.quote(target.channel)} -c conda-forge "mamba-ssm=*={build}" '
+                    f'"causal-conv1d=*={build}"`')]
 
 
 TARGET_RULES: tuple[TargetRule, ...] = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,13 @@ def test_no_generation_for_conda_forge_or_a_file_that_does_not_split() -> None:
     assert advise(facts, FILES, channel="conda-forge", gates=REAL_GATES).generation is None
     facts_129 = make_facts(torch=conda_torch("2.13.0", "12.9"), drv=driver(cuda="12.9"))
     assert advise(facts_129, FILES, channel="my-channel", gates=REAL_GATES).generation == "all"
+
+
+@pytest.mark.parametrize("env", [PIXI_ENV, EnvInfo("conda", "env", "/opt/env"), EnvInfo(None)])
+def test_every_printed_channel_is_shell_quoted(env: EnvInfo) -> None:
+    """A local channel with a space (or any shell syntax) stays one word when a printed command is pasted."""
+    mamba = InstalledDist("2.3.2", conda_build="cuda130_py312_torch212_sm90_h0_0")
+    advice = advise(make_facts(torch=conda_torch(), env=env, mamba=mamba), FILES, channel="/tmp/my out", version="1.7.0")
+    mismatch = [w.message.split("`")[-2] for w in advice.warnings if w.code == "ssm-torch-mismatch"]
+    commands = [c for c in [*advice.install, *mismatch] if "/tmp/my" in c]
+    assert len(commands) == 2 and all("/tmp/my out" in shlex.split(c) for c in commands), commands

@@ -144,3 +144,15 @@ def test_an_aarch64_machine_gets_the_aarch64_build(platform, gpu, generation, ar
     label = "all-architecture" if generation == "all" else generation
     assert f"the {label} build ({archs}) is this machine's" in " ".join(data["advice"]["notes"])
     assert not [w for w in data["advice"]["warnings"] if w["code"] == "arch-not-packaged"]
+
+
+def test_a_local_channel_is_printed_absolute_and_quoted(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--channel '~/my out': the folder, resolved (a quoted ~ would not expand), one shell word in every command."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my out").mkdir()
+    probes = Probes(driver=lambda: driver("13.0", gpus=[GpuInfo(0, "NVIDIA H100", "9.0")]), environ={},
+                    interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere"),
+                    conda_records=lambda _prefix: {}, platform="linux-64")
+    assert command.run(cli.parse_args(["doctor", "--json", "--channel", "~/my out"]), probes=probes) == 0
+    install = json.loads(capsys.readouterr().out)["advice"]["install"]
+    assert install and f"-c '{tmp_path}/my out' -c conda-forge" in install[-1]
