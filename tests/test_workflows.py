@@ -33,9 +33,15 @@ createLinter().then(lint => { for (const path of process.argv.slice(1))
 """
 
 
+REPOSITORY = "mamba-kernels/causal-conv1d-conda"
+
+
 def event(name: str, ref: str = "refs/heads/main", inputs: dict | None = None, variables: dict | None = None,
-          needs: dict | None = None) -> dict:
-    return {"github": {"event_name": name, "ref": ref, "ref_type": "tag" if ref.startswith("refs/tags/") else "branch"},
+          needs: dict | None = None, head: str = REPOSITORY) -> dict:
+    """`head`: the repository a pull request's branch lives in (a fork's for a fork's pull request)."""
+    pull = {"pull_request": {"head": {"repo": {"full_name": head}}}} if name.startswith("pull_request") else {}
+    return {"github": {"event_name": name, "ref": ref, "ref_type": "tag" if ref.startswith("refs/tags/") else "branch",
+                       "repository": REPOSITORY, "event": pull},
             "inputs": inputs or {}, "vars": variables or {}, "needs": needs or {}}
 
 
@@ -175,6 +181,34 @@ def test_the_gpu_job_is_off_unless_switched_on():
     assert not runs(gpu, event("push", variables={"SSM_CONDA_GPU_TESTS": "false"}))
     assert runs(gpu, event("workflow_dispatch", inputs={"gpu-tests": True}))
     assert runs(gpu, event("push", variables={"SSM_CONDA_GPU_TESTS": "true"}))
+
+
+FORK = "someone/causal-conv1d-conda"
+PR = "refs/pull/7/merge"
+
+
+@pytest.mark.parametrize("switched_on", [True, False])
+@pytest.mark.parametrize(
+    ("context", "trusted"),
+    [
+        (event("pull_request", PR, head=FORK), False),
+        (event("pull_request_target", "refs/heads/main", head=FORK), False),
+        (event("pull_request_target", "refs/heads/main"), False),  # runs the base's workflow with the head's code at hand
+        (event("pull_request", PR), True),  # a branch of this repository: pushed by someone with write access
+        (event("workflow_dispatch", "refs/heads/feature"), True),  # only writers can dispatch, on this repository's refs
+        (event("push"), True),
+        (event("push", "refs/tags/v1.7.0"), True),
+        (event("issue_comment"), False),  # any other event, should the workflow ever listen to one
+    ],
+)
+def test_the_gpu_job_never_runs_code_from_a_fork(context, trusted, switched_on):
+    """The self-hosted GPU runner runs only this repository's code, whatever the variable and the input say."""
+    gpu = BUILD["jobs"]["gpu-test"]
+    dispatch = context["github"]["event_name"] == "workflow_dispatch"
+    context = {**context, "vars": {"SSM_CONDA_GPU_TESTS": str(switched_on).lower()},
+               "inputs": {"gpu-tests": switched_on} if dispatch else {}}
+    assert runs(gpu, context) is (trusted and switched_on), context["github"]
+    assert "pull_request_target" not in BUILD[ON]
 
 
 def after(build: str, gpu: str) -> dict:
