@@ -121,8 +121,10 @@ def test_cli_runs_as_a_module(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, capsys):
-    """The whole command on a made-up machine with one stand-in: default --dir, index, summary table."""
+def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, capsys, request):
+    """The whole command on a made-up machine with one stand-in: default --dir, index, summary table, modes."""
+    previous = os.umask(0o022)  # the usual umask, whatever the test runner's
+    request.addfinalizer(lambda: os.umask(previous))
     seen = {}
 
     def discover(args, dirs, download_dir):
@@ -144,6 +146,10 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     assert table.splitlines()[2].split()[:4] == ["python_abi", "3.11", "8_cp311", "built"]
     assert f"channel: {channel.as_uri()} (1 packages for python 3.11" in out
     assert "every recorded package matches conda-forge's" in out
+    # servable as it is (a web server, another account): files 0644 and folders 0755, as conda-index writes them
+    modes = {str(p.relative_to(channel)): p.stat().st_mode & 0o777 for p in channel.rglob("*")}
+    assert {p: oct(m) for p, m in modes.items() if m != (0o755 if (channel / p).is_dir() else 0o644)} == {}
+    assert modes["noarch/python_abi-3.11-8_cp311.conda"] == 0o644
 
 
 def test_a_channel_that_drifts_from_conda_forge_fails(fake_machine, cache, monkeypatch, capsys):
