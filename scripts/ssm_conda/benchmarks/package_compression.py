@@ -37,11 +37,16 @@ def repack(package: Path, levels: tuple[int, ...], threads: int) -> list[Packed]
     from rattler.package_streaming import extract
     from rattler_build import assemble_package
 
-    name, version, build = package.name.removesuffix(".conda").rsplit("-", 2)
+    if len(parts := package.name.removesuffix(".conda").rsplit("-", 2)) != 3:
+        raise UsageError(f"{package}: not a conda package name (name-version-build.conda)")
+    name, version, build = parts
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-zstd-") as tmp:
         files = Path(tmp) / "files"
-        extract(package, files)
+        try:
+            extract(package, files)
+        except OSError as exc:  # what rattler raises for a damaged archive
+            raise UsageError(f"{package}: cannot read it as a conda package: {exc}") from None
         shutil.rmtree(files / "info")  # assemble_package writes its own
         for level in levels:
             out = Path(tmp) / f"level{level}"
