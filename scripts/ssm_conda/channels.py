@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +33,21 @@ def index_channel(channel_dir: Path, force: bool = False) -> None:
     for subdir in (str(Subdir.current()), "noarch"):
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
+    # as conda-index writes them, whatever the umask: rattler-build writes packages 0600, which a web server cannot read
+    subdirs = [p for p in channel_dir.iterdir() if p.is_dir() and SUBDIR_RE.fullmatch(p.name)]
+    for path in [*subdirs, *(f for s in subdirs for f in s.rglob("*"))]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """`path`, if it is a folder this process can write in or can be made one; else a UsageError. Creates nothing."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"{what}={path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{what}={path}: {existing} is not writable (name a folder you can write to)")
+    return path
 
 
 def normalise_channel(channel: str) -> str:
@@ -75,6 +91,19 @@ def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = N
             why = lines[0] + (f" ({lines[-1]})" if len(lines) > 1 else "") if lines else repr(exc)
             raise PipelineError(f"cannot read the repodata of {channel} ({subdir}): {why}") from exc
     return repodata
+
+
+def channel_repodata(channels: Sequence[str], subdirs: Sequence[str]) -> list[SparseRepoData]:
+    """The repodata of each channel's subdirs, each read once; a channel that has none of them is an error
+    (a UsageError for a local folder)."""
+    found = []
+    for channel in channels:
+        answered = [r for r in (fetch_repodata(channel, subdir) for subdir in subdirs) if r is not None]
+        if not answered:
+            error = UsageError if channel.startswith("file://") else PipelineError
+            raise error(f"channel {channel} is not a conda channel: it has no repodata.json for {', '.join(subdirs)}")
+        found += answered
+    return found
 
 
 ARCHIVE_SUFFIXES = (".conda", ".tar.bz2")

@@ -21,9 +21,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rattler_build import Package
 from rattler_build.progress import ProgressCallback
 
-from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, name_and_build_of, normalise_channel
+from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, name_and_build_of, normalise_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.machine import detect_compute_capabilities, virtual_package_overrides
 from ssm_conda.paths import PACKAGES
@@ -33,7 +34,7 @@ from ssm_conda.selection import add_selector_arguments, choose_built, selection_
 # Gate.required_marker) at the end of a pytest run whose GPU tests did not run: "<package> GPU tests
 # skipped: <why>", or "<package> GPU required but unusable: <why>".
 GPU_TESTS_NOT_RUN = re.compile(r"\S+ GPU (?:tests skipped|required but unusable):")
-PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|skipped|errors?|deselected)\b.*) in [\d.]+s(?: \(.*\))? =+$")
+PYTEST_SUMMARY = re.compile(r"^=+ (.*(?:passed|failed|skipped|errors?|deselected|no tests ran)\b.*) in [\d.]+s(?: \(.*\))? =+$")
 
 
 def summarize_output(lines: Sequence[str]) -> str:
@@ -54,6 +55,8 @@ def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool,
         return False, summary or "failed (see the log)"
     if require_gpu and skipped:
         return False, skipped
+    if summary and not re.search(r"\b[1-9]\d* passed", summary):  # pytest ran, but no test passed: an empty selection
+        return False, f"no test ran: {summary}"
     return True, summary or "passed"
 
 
@@ -83,17 +86,23 @@ class _Echo(ProgressCallback):
         print(f"  {event.message}", flush=True)
 
 
-def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: bool, log_dir: Path | None,
-                verbose: bool) -> list[Outcome]:
-    from rattler_build import Package
-
+def read_package(path: Path) -> Package:
+    """The package, its archive extracted into a temporary folder that lives as long as the object."""
     try:
         package = Package.from_file(path)
+        _ = package.tests  # extracts every member: a damaged payload fails here, not Package.from_file
     except Exception as exc:  # a damaged archive
-        raise UsageError(f"cannot read package {path}: {exc}") from exc
+        raise UsageError(f"cannot read package {path}: {' '.join(str(exc).split())}") from exc
+    return package
+
+
+def run_package(path: Path, package: Package, channels: list[str], require_gpu: bool, has_gpu: bool,
+                log_dir: Path | None, verbose: bool, outcomes: list[Outcome]) -> None:
+    """Run the package's tests, adding each one's outcome to `outcomes` as it ends."""
+    if not package.tests:
+        outcomes.append(Outcome(path.name, "-", "failed", detail="its test section holds no test"))
     # Without a GPU the package's own lower bounds stand in for the driver's __cuda and the GPU's __cuda_arch.
     bounds = [None, None] if has_gpu else [lower_bound(package.depends, n) for n in ("cuda-version", "cuda-arch")]
-    outcomes = []
     with virtual_package_overrides(*bounds) as added:
         for variable, value in added.items():
             print(f"no GPU: solving with {variable}={value}")
@@ -108,7 +117,6 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: boo
                 success, lines = False, [f"error: {exc}"]
             seconds = time.monotonic() - start
             if log_dir is not None:
-                log_dir.mkdir(parents=True, exist_ok=True)
                 (log_dir / f"{path.name.removesuffix('.conda')}.test{index}.log").write_text("\n".join(lines) + "\n")
             ok, detail = judge(success, lines, require_gpu)
             if not ok and not verbose:
@@ -116,7 +124,6 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: boo
                     print(f"  | {line}")
             outcomes.append(Outcome(path.name, f"test {index}: {kind[:40]}", "passed" if ok else "failed", seconds,
                                     detail=detail[:120]))
-    return outcomes
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -141,19 +148,25 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} that the selectors "
                          "choose (build first, or name a .conda file)")
     channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
+    log_dir = args.log_dir and writable_dir(args.log_dir.resolve(), "--log-dir")
     require_gpu, caps = not args.allow_no_gpu, detect_compute_capabilities()
     if require_gpu:
         if not caps:
             raise PipelineError("no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a "
                                 "GPU machine, or pass --allow-no-gpu to run only the checks that need no GPU")
         print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(channels)}")
+    for path in packages:  # a damaged archive stops the run before any test (each extraction is let go again)
+        read_package(path)
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
 
     outcomes: list[Outcome] = []
-    for path in packages:
-        outcomes += run_package(path, channels, require_gpu, bool(caps), args.log_dir, args.verbose)
-
-    print()
-    print_summary(outcomes)
-    failed = [o for o in outcomes if o.failed]
-    print(f"\n{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+    try:
+        for path in packages:
+            run_package(path, read_package(path), channels, require_gpu, bool(caps), log_dir, args.verbose, outcomes)
+    finally:  # the results so far, however the run ends
+        print()
+        print_summary(outcomes)
+        failed = [o for o in outcomes if o.failed]
+        print(f"\n{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

@@ -1,9 +1,16 @@
-"""ssm_conda.channels: a local channel that conda and py-rattler can install from."""
+"""ssm_conda.channels: a local channel that conda and py-rattler can install from, and that a web server can serve."""
 
 import json
+import os
+import stat
 
+import pytest
 from rattler import Subdir
-from ssm_conda.channels import index_channel, name_and_build_of
+from ssm_conda.channels import channel_repodata, index_channel, name_and_build_of, writable_dir
+from ssm_conda.console import PipelineError, UsageError
+
+from tests.bad_input import read_only
+from tests.bad_input.gpu_test import tiny_package
 
 
 def test_index_creates_repodata_for_native_and_noarch(tmp_path):
@@ -12,6 +19,60 @@ def test_index_creates_repodata_for_native_and_noarch(tmp_path):
         repodata = json.loads((tmp_path / subdir / "repodata.json").read_text())
         assert repodata["info"]["subdir"] == subdir
         assert repodata["packages.conda"] == {}
+
+
+def modes(channel):
+    return {str(p.relative_to(channel)): stat.S_IMODE(p.lstat().st_mode) for p in channel.rglob("*")
+            if p.relative_to(channel).parts[0] in ("noarch", "linux-64", "linux-aarch64")}
+
+
+def test_the_indexed_channel_is_servable_whatever_the_umask(tmp_path):
+    """rattler-build writes each package 0600 (a web server or another account got "permission denied"):
+    after the index, files are 0644 and folders 0755, as conda-index writes them."""
+    package = tiny_package(tmp_path / "out")
+    assert stat.S_IMODE(package.stat().st_mode) == 0o600
+    (tmp_path / "out" / "linux-aarch64").mkdir(mode=0o700)  # a subdir the index does not write, made by hand
+    (tmp_path / "out" / "linux-aarch64" / "repodata.json").write_text("{}")
+    outside = tmp_path / "elsewhere.conda"
+    outside.write_bytes(b"")
+    outside.chmod(0o600)
+    (tmp_path / "out" / "noarch" / "linked-1.0-0.conda").symlink_to(outside)
+    umask = os.umask(0o077)
+    try:
+        index_channel(tmp_path / "out")
+    finally:
+        os.umask(umask)
+    found = modes(tmp_path / "out")
+    assert found.pop("noarch/linked-1.0-0.conda") == 0o777  # the link itself: what it points to is not the channel's
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o600
+    assert {p for p, mode in found.items() if mode != (0o755 if (tmp_path / "out" / p).is_dir() else 0o644)} == set()
+    assert {f"noarch/{package.name}", "noarch/repodata.json", "linux-64/repodata.json", "linux-aarch64"} <= found.keys()
+
+
+def test_a_folder_to_write_in_is_checked_and_not_created(tmp_path):
+    (tmp_path / "file").write_text("")
+    assert writable_dir(tmp_path / "new" / "folder", "--output-dir") == tmp_path / "new" / "folder"
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(UsageError, match=f"^--log-dir={tmp_path}/file/logs: {tmp_path}/file is not a directory$"):
+        writable_dir(tmp_path / "file" / "logs", "--log-dir")
+    (tmp_path / "ro").mkdir()
+    with read_only(tmp_path / "ro"):
+        for path in (tmp_path / "ro", tmp_path / "ro" / "new"):
+            with pytest.raises(UsageError, match=f"^X={path}: {tmp_path}/ro is not writable"):
+                writable_dir(path, "X")
+
+
+def test_every_channel_must_answer_for_a_subdir(tmp_path):
+    tiny_package(tmp_path / "channel")
+    index_channel(tmp_path / "channel")
+    good, folder = (tmp_path / "channel").as_uri(), (tmp_path / "folder")
+    assert [r.subdir for r in channel_repodata([good], ["linux-aarch64", "noarch"])] == ["noarch"]
+    folder.mkdir()
+    with pytest.raises(UsageError, match=f"^channel {folder.as_uri()} is not a conda channel: it has no repodata.json for "
+                                         "linux-64, noarch$"):
+        channel_repodata([good, folder.as_uri()], ["linux-64", "noarch"])
+    with pytest.raises(PipelineError, match=r"^cannot read the repodata of http://127.0.0.1:9/ \(linux-64\): .*refused"):
+        channel_repodata(["http://127.0.0.1:9/"], ["linux-64", "noarch"])
 
 
 def test_name_and_build_of_a_file_name():

@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ssm_conda import gpu_test
+from rattler_build import Package
+from ssm_conda import cli, gpu_test
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
 
+from tests.bad_input.gpu_test import BUILD, PASSED, damaged, tiny_package
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 
 gpu_gate = load_recipe_module("gpu_gate", SHARED_TESTS)
@@ -77,6 +79,9 @@ def test_judge():
     assert not ok and detail.startswith("causal-conv1d GPU tests skipped:")
     assert gpu_test.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
     assert gpu_test.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
+    assert gpu_test.judge(True, ["==== no tests ran in 0.01s ===="], require_gpu=False) == (False, "no test ran: no tests ran")
+    assert gpu_test.judge(True, ["==== 12 deselected in 0.01s ===="], False) == (False, "no test ran: 12 deselected")
+    assert gpu_test.judge(True, ["==== 2 xpassed in 0.01s ===="], False) == (False, "no test ran: 2 xpassed")
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -107,3 +112,58 @@ def test_each_package_is_tested_once(tmp_path):
     one = str(tmp_path / "linux-64" / names[0])
     assert [p.name for p in gpu_test.package_files([one])] == [names[0]]
     assert sorted(p.name for p in gpu_test.package_files([str(tmp_path), one])) == sorted(names[:2])
+
+
+def gpu_test_in_process(channel: Path, capsys, *args: str) -> tuple[int, str, str]:
+    status = cli.main(["gpu-test", str(channel), "--channel", str(channel), "--allow-no-gpu", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(("commands", "detail"), [
+    ((), "its test section holds no test"),
+    (('echo "============ 12 deselected in 0.01s ============"',), "no test ran: 12 deselected"),
+    (('echo "============ no tests ran in 0.01s ============"',), "no test ran: no tests ran"),
+    (('echo "============ 3 skipped in 0.01s ============"',), "no test ran: 3 skipped"),
+])
+def test_a_package_whose_tests_ran_no_test_fails(tmp_path, capsys, commands, detail):
+    """Before, "0 passed, 0 failed" (or "1 passed") and exit 0."""
+    tiny_package(tmp_path / "channel", commands=commands)
+    status, out, _err = gpu_test_in_process(tmp_path / "channel", capsys)
+    assert status == 1 and "0 passed, 1 failed" in out and detail in out, out
+
+
+def test_a_package_whose_tests_passed_passes(tmp_path, capsys):
+    tiny_package(tmp_path / "channel")
+    status, out, _err = gpu_test_in_process(tmp_path / "channel", capsys, "--log-dir", str(tmp_path / "logs"))
+    assert status == 0 and "1 passed, 0 failed" in out, out
+    assert [p.name for p in (tmp_path / "logs").iterdir()] == [f"causal-conv1d-1.7.0-{BUILD}.test0.log"]
+
+
+def test_every_archive_is_read_before_the_first_test(tmp_path, capsys):
+    """Before, causal-conv1d's tests ran, then the damaged mamba-ssm stopped the run and its results were not printed."""
+    tiny_package(tmp_path / "channel", commands=(f"touch {tmp_path}/tested", PASSED))
+    damaged(tiny_package(tmp_path / "channel", "mamba-ssm"), "garbage-pkg")
+    status, out, err = gpu_test_in_process(tmp_path / "channel", capsys)
+    assert status == 2 and err.startswith(f"error: cannot read package {tmp_path}/channel/noarch/mamba-ssm-1.7.0-"), err
+    assert "Unknown frame descriptor" in err and len(err.splitlines()) == 1
+    assert "test 0" not in out and not (tmp_path / "tested").exists()
+
+
+def test_the_results_so_far_are_printed_however_the_run_ends(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during mamba-ssm's test: causal-conv1d's result is in the table, and the count under it."""
+    for name in PACKAGES:
+        tiny_package(tmp_path / "channel", name)
+    real = Package.run_test
+
+    def interrupted_second(package, index, **kwargs):  # noqa: ANN001, ANN003
+        if package.name == "mamba-ssm":
+            raise KeyboardInterrupt
+        return real(package, index, **kwargs)
+
+    monkeypatch.setattr(Package, "run_test", interrupted_second)
+    status, out, err = gpu_test_in_process(tmp_path / "channel", capsys)
+    assert (status, err) == (130, "interrupted\n")
+    rows = [line.split()[:5] for line in out.splitlines() if line.startswith("causal-conv1d-1.7.0-") and "passed" in line]
+    assert rows == [[f"causal-conv1d-1.7.0-{BUILD}.conda", "test", "0:", "CommandsTest", "passed"]], out
+    assert out.rstrip().endswith("1 passed, 0 failed"), out
