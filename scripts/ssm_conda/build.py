@@ -12,6 +12,8 @@ unless you set it, so a machine without a driver, or with an older one, still so
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 import os
 import re
 import shutil
@@ -19,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -26,12 +29,15 @@ import yaml
 from rattler_build.progress import ProgressCallback
 
 from ssm_conda.archs import lowest_arch
-from ssm_conda.channels import DEFAULT_CHANNEL, index_channel, normalise_channel
+from ssm_conda.channels import DEFAULT_CHANNEL, channel_repodata, index_channel, normalise_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import PLATFORMS, TARGET_PLATFORM, PlannedVariant, Selection, plan
 from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
 from ssm_conda.selection import add_selector_arguments, selection_from_args
+
+if TYPE_CHECKING:
+    from rattler import SparseRepoData
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 # zstd level 19, conda-forge's, not rattler-build's default 15: measured with `ssm-conda-dev bench-zstd`
@@ -139,15 +145,21 @@ class Progress(ProgressCallback):
             self._print(f"downloading {event.url}")
 
 
+def compiler_cache_dir(output_dir: Path) -> Path:
+    """The compiler cache's folder, checked (outside the output channel, writable), not created."""
+    directory = Path(os.environ.get(CCACHE_ENV) or cache_dir() / "ccache").resolve()
+    if directory.is_relative_to(output_dir):
+        raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
+    return writable_dir(directory, CCACHE_ENV)
+
+
 def configure_compiler_cache(disabled: bool, output_dir: Path) -> None:
     """Point the build script's ccache at a directory outside the output channel, or at nothing."""
     if disabled:
         os.environ.pop(CCACHE_ENV, None)
         print("compiler cache: off (--no-cache)")
         return
-    directory = Path(os.environ.get(CCACHE_ENV) or cache_dir() / "ccache").resolve()
-    if directory.is_relative_to(output_dir):
-        raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
+    directory = compiler_cache_dir(output_dir)
     directory.mkdir(parents=True, exist_ok=True)
     os.environ[CCACHE_ENV] = str(directory)
     print(f"compiler cache: {directory} (--no-cache to build without it)")
@@ -176,7 +188,30 @@ def evict_from_package_cache(name: str, version: str, build_string: str, cache: 
     return removed
 
 
-def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, args: argparse.Namespace) -> Outcome:
+def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels: Sequence[str]) -> str | None:
+    """What a build's "Failed to resolve dependencies" could not find, in one line: py-rattler-build's error
+    says no more, so its last solve (the Platform: and Specs: lines of its log) is solved again from `repodata`."""
+    from rattler import BuildString, GenericVirtualPackage, PackageName, Version, solve_with_sparse_repodata
+
+    log = [line.strip() for line in getattr(error, "log", [])]
+    if "Specs:" not in log:
+        return None
+    at = len(log) - 1 - log[::-1].index("Specs:")
+    platform = next(line for line in reversed(log[:at]) if line.startswith("Platform:"))
+    virtual = [GenericVirtualPackage(PackageName(n), Version(v), BuildString(b))
+               for n, v, b in re.findall(r"(__\w+)=([^=,\]]+)=([^,\]]*)", platform)]
+    specs = [line[2:] for line in itertools.takewhile(lambda line: line.startswith("- "), log[at + 1:])]
+    subdirs = (platform.split()[1], "noarch")
+    try:
+        asyncio.run(solve_with_sparse_repodata(specs, [r for r in repodata if r.subdir in subdirs], virtual_packages=virtual))
+    except Exception as exc:  # rattler's SolverError: "Cannot solve the request because of: No candidates were found for X."
+        reason = " ".join(str(exc).split()).removeprefix("Cannot solve the request because of: ")
+        return f"cannot resolve ({', '.join(subdirs)}): {reason} Channels searched: {', '.join(channels)}"
+    return None
+
+
+def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, args: argparse.Namespace,
+              repodata: Sequence[SparseRepoData] = ()) -> Outcome:
     from rattler_build import ToolConfiguration
 
     tool_config = ToolConfiguration(test_strategy=args.test, skip_existing="local" if args.skip_existing else "none")
@@ -193,8 +228,9 @@ def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, ar
                                                 progress_callback=progress, package_format=PACKAGE_FORMAT)
     except Exception as exc:  # rattler_build raises its own error types; report and go on
         lines = str(exc).strip().splitlines()
+        why = "Failed to resolve dependencies" in str(exc) and unresolvable(exc, repodata, channels)
         outcome.result = "failed"
-        outcome.detail = f"{lines[-1] if lines else repr(exc)} (log: {os.path.relpath(progress.log.name)})"
+        outcome.detail = f"{why or (lines[-1] if lines else repr(exc))} (log: {os.path.relpath(progress.log.name)})"
         return outcome
     finally:
         progress.close()
@@ -235,6 +271,11 @@ def run(args: argparse.Namespace) -> int:
     requested = selection_from_args(args).packages
     channels, variants = planned(args, with_needs(selection_from_args(args)))
     variants = skip_present_needs(variants, requested, output_dir)
+    writable_dir(output_dir, "--output-dir")
+    if not args.no_cache:
+        compiler_cache_dir(output_dir)
+    # every channel answers before anything is written or downloaded: the host's and the build machine's subdirs
+    repodata = channel_repodata(channels, list(dict.fromkeys((args.target_platform, TARGET_PLATFORM, "noarch"))))
 
     configure_compiler_cache(args.no_cache, output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -243,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     for i, variant in enumerate(variants, 1):
         step = f"[{i}/{len(variants)}] {variant.package} {variant.label}"
         print(f"{step} ({variant.build_string}, archs {variant.archs})", flush=True)
-        outcome = build_one(variant, channels, output_dir, args)
+        outcome = build_one(variant, channels, output_dir, args, repodata)
         print(f"{step}: {outcome.result} in {human_duration(outcome.seconds or 0)}", flush=True)
         outcomes.append(outcome)
     index_channel(output_dir)

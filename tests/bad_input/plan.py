@@ -1,8 +1,16 @@
-"""ssm-conda plan."""
+"""ssm-conda plan: it reads only the recipes and variants/ (no channel is asked), so only those inputs can be bad."""
 
 from tests.bad_input import Case
 
 CASES = [
     Case("plan-unknown-cuda", ("plan", "--cuda", "11.8"), "unknown CUDA version '11.8'"),
     Case("plan-bad-channel", ("plan", "-c", "http//nowhere"), "channel 'http//nowhere'"),
+    Case("plan-missing-channel-folder", ("plan", "-c", "{tmp}/nowhere"), "no such channel directory: "),
+    Case("plan-unknown-python", ("plan", "--python", "three"), "unknown Python version 'three'"),
+    Case("plan-unknown-torch", ("plan", "--torch", "2"), "unknown pytorch version '2'"),
+    Case("plan-unknown-arch", ("plan", "--cuda", "13.0", "--arch", "9.5"), "unknown architecture '9.5'"),
+    Case("plan-unknown-generation", ("plan", "--cuda", "13.0", "--generation", "sm77"), "sm77"),
+    Case("plan-unknown-package", ("plan", "--package", "numpy"), "invalid choice: 'numpy'"),
+    Case("plan-unknown-target-platform", ("plan", "--target-platform", "osx-arm64"), "invalid choice: 'osx-arm64'"),
+    Case("plan-build-option", ("plan", "--output-dir", "out"), "unrecognized arguments: --output-dir out"),
 ]

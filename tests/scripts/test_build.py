@@ -1,18 +1,24 @@
 """ssm-conda plan and build: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
 
 import argparse
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from ssm_conda import build, cli
+from ssm_conda import build, channels, cli
+from ssm_conda.channels import index_channel
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
 from ssm_conda.paths import REPO_ROOT
 
+from tests.bad_input import read_only
+from tests.bad_input.build import ONE
+from tests.bad_input.gpu_test import tiny_package
 from tests.rendered import whole_matrix
 
 
@@ -204,3 +210,98 @@ def test_line_info_is_a_variant_of_its_own():
     assert plain.returncode == lines.returncode == 0, plain.stderr + lines.stderr
     strings = [re.findall(r"cuda130_py312_torch213_sm90_h[0-9a-f]{7}_0", r.stdout) for r in (plain, lines)]
     assert len(strings[0]) == len(strings[1]) == 2 and not set(strings[0]) & set(strings[1])
+
+
+def test_plan_asks_no_channel(capsys):
+    """plan renders the recipes offline: a channel that refuses every connection changes nothing."""
+    assert cli.main(["plan", "-c", "http://127.0.0.1:9/", *ONE]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 variant(s)"
+
+
+def build_in_process(tmp_path, monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(build.CCACHE_ENV, raising=False)
+    status = cli.main(["build", *ONE, "--output-dir", str(tmp_path / "out"), *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(("channel", "status", "message"), [
+    ("http://127.0.0.1:9/", 1, "error: cannot read the repodata of http://127.0.0.1:9/ (linux-64): error sending request "
+     "for url (http://127.0.0.1:9/linux-64/repodata.json) (Connection refused (os error 111))"),
+    ("{tmp}", 2, "error: channel file://{tmp} is not a conda channel: it has no repodata.json for linux-64, noarch"),
+])
+def test_a_channel_that_does_not_answer_is_named_before_any_variant_starts(tmp_path, monkeypatch, capsys, channel, status,
+                                                                           message):
+    """Before, each variant downloaded its sources, then failed "Failed to resolve dependencies" (240 times, ~10 min),
+    never naming the channel, and left src_cache/ and build-logs/ behind."""
+    (tmp_path / "folder").mkdir()
+    folder = str(tmp_path / "folder")
+    code, out, err = build_in_process(tmp_path, monkeypatch, capsys, "-c", channel.format(tmp=folder))
+    assert (code, err.splitlines()) == (status, [message.format(tmp=folder)])
+    assert "building" not in out and "compiler cache" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]  # no output folder, no compiler cache
+
+
+@pytest.mark.parametrize("bad", ["output is a file", "output is read-only", "cache is read-only", "cache is a file"])
+def test_a_folder_it_cannot_write_stops_it_before_anything_is_created(tmp_path, monkeypatch, capsys, bad):
+    """Before, a traceback after "building 1 variant(s)", with the compiler cache's folder created."""
+    channel = tmp_path / "channel"
+    tiny_package(channel)
+    index_channel(channel)
+    target = tmp_path / ("out" if bad.startswith("output") else "cc")
+    if bad.endswith("a file"):
+        target.write_text("")
+    else:
+        target.mkdir()
+    monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cc"))
+    with read_only(target) if bad.endswith("read-only") else contextlib.nullcontext():
+        status = cli.main(["build", *ONE, "--output-dir", str(tmp_path / "out"), "-c", str(channel)])
+    out, err = capsys.readouterr()
+    why = "is not a directory" if bad.endswith("a file") else "is not writable (name a folder you can write to)"
+    what = "--output-dir" if bad.startswith("output") else build.CCACHE_ENV
+    assert (status, err.splitlines()) == (2, [f"error: {what}={target}: {target} {why}"])
+    assert "building" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["channel", "recipe-causal-conv1d", target.name])
+
+
+def test_each_channel_and_subdir_is_asked_for_its_repodata_once(tmp_path, monkeypatch, capsys):
+    """Once per build, not per variant: the host's subdir, the build machine's (a cross build) and noarch."""
+    channel = tmp_path / "channel"
+    tiny_package(channel)
+    index_channel(channel)
+    asked, given = [], []
+    real = channels.fetch_repodata
+    monkeypatch.setattr(channels, "fetch_repodata", lambda channel, subdir: asked.append(subdir) or real(channel, subdir))
+    monkeypatch.setattr(build, "build_one", lambda variant, chans, out, args, repodata: given.append(repodata) or
+                        build.Outcome(variant.package, variant.label, "ok"))
+    for platform in ("linux-64", "linux-aarch64"):
+        asked.clear()
+        status, _out, _err = build_in_process(tmp_path, monkeypatch, capsys, "-c", str(channel), "--package", "mamba-ssm",
+                                              "--target-platform", platform, "--no-cache")
+        assert status == 0
+        assert asked == list(dict.fromkeys([platform, "linux-64", "noarch"]))
+    assert len(given) == 4 and {r.subdir for r in given[0]} == {"linux-64", "noarch"}
+
+
+def test_a_requirement_no_channel_has_is_named_with_the_channels_searched(tmp_path, monkeypatch):
+    """py-rattler-build says only "Failed to resolve dependencies": a real failed solve, named."""
+    from rattler_build import Stage0Recipe, VariantConfig
+
+    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler"))
+    channel = tmp_path / "channel"
+    tiny_package(channel)
+    index_channel(channel)
+    recipe = Stage0Recipe.from_yaml('package: {name: causal-conv1d, version: "1.7.0"}\nbuild: {number: 0, script: [echo]}\n'
+                                    'requirements: {host: [causal-conv1d 1.7.*, "pytorch 2.13.* cuda*"]}\n',
+                                    recipe_dir=tmp_path / "recipe")
+    (rendered,) = recipe.render(VariantConfig())
+    variant = replace(fake_variant("13.0", None), rendered=rendered)
+    args = argparse.Namespace(test="skip", skip_existing=False, verbose=False)
+    uri = channel.as_uri()
+    outcome = build.build_one(variant, [uri], tmp_path / "out", args,
+                              channels.channel_repodata([uri], [TARGET_PLATFORM, "noarch"]))
+    assert outcome.failed
+    expected = (f"cannot resolve ({TARGET_PLATFORM}, noarch): No candidates were found for pytorch 2.13.* cuda*. "
+                f"Channels searched: {uri} (log: ")
+    assert outcome.detail.startswith(expected), outcome.detail
