@@ -134,6 +134,15 @@ def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output
     return extension
 
 
+def assert_servable(channel: Path) -> None:
+    """Every file of the channel's subdirs 0644 and every folder 0755, as conda-index writes them (rattler-build
+    writes each package 0600: a web server or another account could not read it)."""
+    paths = [p for subdir in channel.iterdir() if subdir.name in ("noarch", "linux-64", "linux-aarch64")
+             for p in (subdir, *subdir.rglob("*")) if not p.is_symlink()]
+    wrong = {str(p): oct(p.stat().st_mode & 0o777) for p in paths if p.stat().st_mode & 0o777 != (0o755 if p.is_dir() else 0o644)}
+    assert paths and not wrong, wrong
+
+
 def unpack(package: Path, destination: Path) -> Path:
     from rattler.package_streaming import extract
 
@@ -149,6 +158,9 @@ def unpacked(built, tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     output, package, log, _seconds = built
+    # The output channel and the stand-in's, as a web server or another account reads them.
+    assert_servable(output)
+    assert_servable(standin)
 
     # The package: name, version, build string, run dependencies.
     index = json.loads((unpacked / "info" / "index.json").read_text())
