@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssm_conda.console import UsageError
+from ssm_conda.console import PipelineError, UsageError
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -125,7 +125,10 @@ def fetch(cache: Path, packages: tuple[str, ...] = PACKAGES, offline: bool = Fal
         if not stamp.exists():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True)
+            if (result := subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], capture_output=True, text=True)).returncode:
+                shutil.rmtree(folder)
+                why = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+                raise PipelineError(f"{deb}: dpkg-deb cannot unpack it ({why}); delete it: the next run downloads it again")
             stamp.parent.mkdir(parents=True, exist_ok=True)
             stamp.touch()
     return DebianPackages(root, versions)

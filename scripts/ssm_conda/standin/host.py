@@ -35,6 +35,7 @@ from ssm_conda.standin.wheels import (
     linux_platforms,
     parse_wheel,
     pip_download,
+    readable,
     requirement_pins,
 )
 
@@ -170,7 +171,7 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
         if is_cpu_build(parsed[0].version):
             raise UsageError(f"{path.name} is a CPU build of torch; the stand-in's pytorch is a CUDA build "
                              "(PyPI's torch wheels for linux x86_64 and aarch64 are)")
-        return "wheel", path, Version(parsed[0].version).public
+        return "wheel", readable(parsed[0]).path, Version(parsed[0].version).public
     constraint = f"=={args.torch}.*" if args.torch else ""
 
     def cuda_build(wheel: Wheel) -> bool:

@@ -24,6 +24,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import Version
 
 from ssm_conda.console import PipelineError, UsageError, human_duration, human_size
+from ssm_conda.paths import cache_dir
 from ssm_conda.standin.catalog import CONDA_NAMES
 
 NVIDIA_LIB_RE = re.compile(r"nvidia/[^/]+/lib/[^/]+\.so[.0-9]*")  # in an installed NVIDIA wheel's RECORD
@@ -102,7 +103,20 @@ def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target,
     found = [parsed[0] for directory in dirs if directory.is_dir() for path in sorted(directory.glob("*.whl"))
              if (parsed := parse_wheel(path)) and parsed[0].name == wanted and Version(parsed[0].version) in spec
              and not parsed[1].isdisjoint(target.supported_tags) and accept(parsed[0])]
-    return max(found, key=lambda wheel: Version(wheel.version), default=None)  # max keeps the first of equals
+    newest = max(found, key=lambda wheel: Version(wheel.version), default=None)  # max keeps the first of equals
+    return readable(newest) if newest else None
+
+
+def readable(wheel: Wheel) -> Wheel:
+    """The wheel, if its zip directory reads: one cut short or not a zip stops the run here, named."""
+    try:
+        zipfile.ZipFile(wheel.path).close()
+    except (zipfile.BadZipFile, OSError) as exc:
+        if wheel.path.parent == cache_dir() / "wheels":  # ours, from an interrupted download
+            raise PipelineError(f"{wheel.path}: not a readable wheel ({exc}); delete it: the next run downloads it "
+                                "again") from None
+        raise UsageError(f"{wheel.path}: not a readable wheel ({exc}); delete it or replace it") from None
+    return wheel
 
 
 class WheelMetadata(NamedTuple):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch
         calls.append((list(names), target.py_ver))
         dest.mkdir(parents=True, exist_ok=True)
         wheel = dest / "torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
-        wheel.write_bytes(b"")
+        zipfile.ZipFile(wheel, "w").close()
         return [wheel]
 
     monkeypatch.setattr(host, "pip_download", fake_download)

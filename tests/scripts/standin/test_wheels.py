@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from ssm_conda.console import UsageError
+from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.standin import wheels
 from ssm_conda.standin.wheels import Target
 
@@ -16,9 +17,10 @@ PY311_ARM = Target("3.11", "2.36", platform="linux-aarch64")
 
 
 def touch(directory: Path, *names: str) -> None:
+    """Empty wheels: zips without members (find_wheel opens the one it picks)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in names:
-        (directory / name).write_bytes(b"")
+        zipfile.ZipFile(directory / name, "w").close()
 
 
 def test_wheel_selection_prefers_newest_fitting(tmp_path):
@@ -39,6 +41,21 @@ def test_first_folder_wins_a_tie(tmp_path):
     touch(tmp_path / "b", "pip-26.3-py3-none-any.whl")
     found = wheels.find_wheel([tmp_path / "b", tmp_path / "a"], "pip", "", PY311)
     assert found.path == tmp_path / "b" / "pip-26.3-py3-none-any.whl"
+
+
+def test_a_damaged_wheel_is_named_not_passed_over(tmp_path, monkeypatch):
+    """The newest fitting wheel cut short stops the run naming it (an older one is not silently taken instead);
+    one in the cache, from an interrupted download, is ours to refetch: exit 1."""
+    monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
+    touch(tmp_path / "dir", "pip-26.2-py3-none-any.whl")
+    (tmp_path / "dir" / "pip-26.3-py3-none-any.whl").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(UsageError, match=r"pip-26.3-py3-none-any.whl: not a readable wheel \(File is not a zip file\); "
+                       "delete it or replace it$"):
+        wheels.find_wheel([tmp_path / "dir"], "pip", "", PY311)
+    (tmp_path / "cache" / "wheels").mkdir(parents=True)
+    (tmp_path / "dir" / "pip-26.3-py3-none-any.whl").rename(tmp_path / "cache" / "wheels" / "pip-26.3-py3-none-any.whl")
+    with pytest.raises(PipelineError, match="pip-26.3-py3-none-any.whl: .*; delete it: the next run downloads it again"):
+        wheels.find_wheel([tmp_path / "dir", tmp_path / "cache" / "wheels"], "pip", "", PY311)
 
 
 @pytest.mark.parametrize(("filename", "target", "fits"), [
