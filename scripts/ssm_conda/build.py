@@ -192,21 +192,22 @@ def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels:
     """What a build's "Failed to resolve dependencies" could not find, in one line: py-rattler-build's error
     says no more, so its last solve (the Platform: and Specs: lines of its log) is solved again from `repodata`."""
     from rattler import BuildString, GenericVirtualPackage, PackageName, Version, solve_with_sparse_repodata
+    from rattler.exceptions import SolverError
 
     log = [line.strip() for line in getattr(error, "log", [])]
-    if "Specs:" not in log:
-        return None
-    at = len(log) - 1 - log[::-1].index("Specs:")
-    platform = next(line for line in reversed(log[:at]) if line.startswith("Platform:"))
-    virtual = [GenericVirtualPackage(PackageName(n), Version(v), BuildString(b))
-               for n, v, b in re.findall(r"(__\w+)=([^=,\]]+)=([^,\]]*)", platform)]
-    specs = [line[2:] for line in itertools.takewhile(lambda line: line.startswith("- "), log[at + 1:])]
-    subdirs = (platform.split()[1], "noarch")
     try:
-        asyncio.run(solve_with_sparse_repodata(specs, [r for r in repodata if r.subdir in subdirs], virtual_packages=virtual))
-    except Exception as exc:  # rattler's SolverError: "Cannot solve the request because of: No candidates were found for X."
+        platform = max(i for i, line in enumerate(log) if line.startswith("Platform:"))
+        specs = itertools.takewhile(lambda line: line.startswith("- "), log[log.index("Specs:", platform) + 1:])
+        virtual = [GenericVirtualPackage(PackageName(n), Version(v), BuildString(b))
+                   for n, v, b in re.findall(r"(__\w+)=([^=,\]]+)=([^,\]]*)", log[platform])]
+        subdirs = (log[platform].split()[1], "noarch")
+        asyncio.run(solve_with_sparse_repodata([spec[2:] for spec in specs], [r for r in repodata if r.subdir in subdirs],
+                                               virtual_packages=virtual))
+    except SolverError as exc:  # "Cannot solve the request because of: No candidates were found for X."
         reason = " ".join(str(exc).split()).removeprefix("Cannot solve the request because of: ")
         return f"cannot resolve ({', '.join(subdirs)}): {reason} Channels searched: {', '.join(channels)}"
+    except Exception:  # a log of another shape, or a spec py-rattler does not parse: rattler-build's message stands
+        return None
     return None
 
 

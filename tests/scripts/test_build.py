@@ -305,3 +305,6 @@ def test_a_requirement_no_channel_has_is_named_with_the_channels_searched(tmp_pa
     expected = (f"cannot resolve ({TARGET_PLATFORM}, noarch): No candidates were found for pytorch 2.13.* cuda*. "
                 f"Channels searched: {uri} (log: ")
     assert outcome.detail.startswith(expected), outcome.detail
+    other_shape = RuntimeError("Failed to resolve dependencies")
+    other_shape.log = ["Specs:", "   - python"]  # no Platform: line
+    assert build.unresolvable(other_shape, [], [uri]) is None  # rattler-build's own message then stands
