@@ -69,6 +69,11 @@ def log_dir_read_only(context: Context) -> None:
     context.read_only(context.tmp / "channel")
 
 
+def zip_of_junk(context: Context) -> None:
+    with zipfile.ZipFile(context.tmp / "causal-conv1d-1.7.0-x_0.conda", "w") as archive:
+        archive.writestr("junk.txt", "junk")
+
+
 def bare_file(name: str, content: bytes = b""):  # noqa: ANN201
     def setup(context: Context) -> None:
         (context.tmp / name).write_bytes(content)
@@ -96,6 +101,8 @@ CASES = [
          setup=bare_file("causal-conv1d-1.7.0-x_0.conda", random.Random(1).randbytes(4096))),
     Case("gpu-test-empty-archive", ("gpu-test", "{tmp}/causal-conv1d-1.7.0-x_0.conda", NO_GPU), "cannot read package",
          setup=bare_file("causal-conv1d-1.7.0-x_0.conda")),
+    Case("gpu-test-zip-of-junk", ("gpu-test", "{tmp}/causal-conv1d-1.7.0-x_0.conda", NO_GPU), "a component is missing",
+         setup=zip_of_junk),
     Case("gpu-test-truncated-archive", ("gpu-test", "{pkg}", NO_GPU), "cannot read package",
          setup=lambda c: c.values.update(pkg=str(damaged(tiny_package(c.tmp / "channel"), "truncated")))),
     # the good package sorts first: before, its tests ran, then the damaged one stopped the run
