@@ -239,6 +239,7 @@ def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, ar
     packages = [Path(p) for p in result.packages]
     if packages:
         outcome.result, outcome.path = "ok", packages[0]
+        outcome.path.chmod(0o644)  # servable at once, not at the next index: rattler-build writes it 0600
         outcome.detail = f"cache hits {cache_hits(Path(progress.log.name).read_text(errors='replace'))}"
     else:
         existing = sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))

@@ -308,3 +308,13 @@ def test_a_requirement_no_channel_has_is_named_with_the_channels_searched(tmp_pa
     other_shape = RuntimeError("Failed to resolve dependencies")
     other_shape.log = ["Specs:", "   - python"]  # no Platform: line
     assert build.unresolvable(other_shape, [], [uri]) is None  # rattler-build's own message then stands
+
+
+def test_a_built_package_is_servable_at_once(tmp_path):
+    """rattler-build writes it 0600; an interrupted run never reaches the index that would set 0644."""
+    built = tiny_package(tmp_path / "out")
+    assert built.stat().st_mode & 0o777 == 0o600
+    args = argparse.Namespace(test="skip", skip_existing=True, verbose=False)
+    outcome = build.build_one(fake_variant("13.0", lambda **_: SimpleNamespace(packages=[str(built)])), ["conda-forge"],
+                              tmp_path / "out", args)
+    assert (outcome.result, outcome.path, built.stat().st_mode & 0o777) == ("ok", built, 0o644)
