@@ -96,9 +96,10 @@ def read_package(path: Path) -> Package:
     return package
 
 
-def run_package(path: Path, package: Package, channels: list[str], require_gpu: bool, has_gpu: bool,
-                log_dir: Path | None, verbose: bool, outcomes: list[Outcome]) -> None:
+def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: bool, log_dir: Path | None,
+                verbose: bool, outcomes: list[Outcome]) -> None:
     """Run the package's tests, adding each one's outcome to `outcomes` as it ends."""
+    package = read_package(path)
     if not package.tests:
         outcomes.append(Outcome(path.name, "-", "failed", detail="its test section holds no test"))
     # Without a GPU the package's own lower bounds stand in for the driver's __cuda and the GPU's __cuda_arch.
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes: list[Outcome] = []
     try:
         for path in packages:
-            run_package(path, read_package(path), channels, require_gpu, bool(caps), log_dir, args.verbose, outcomes)
+            run_package(path, channels, require_gpu, bool(caps), log_dir, args.verbose, outcomes)
     finally:  # the results so far, however the run ends
         print()
         print_summary(outcomes)
