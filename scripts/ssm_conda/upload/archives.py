@@ -1,19 +1,23 @@
-"""The packages to upload, checked before anything is sent: each a valid conda archive named as its
-index.json says, in its subdir, with the sha256 the local repodata lists. One bad archive: nothing is sent.
+"""The packages to upload, checked before anything is sent: only what recipe/ builds, as variants/ renders
+it, each archive unpacked completely and held to its info/paths.json, named as its index.json says, in its
+subdir, with the sha256 the local repodata lists. A foreign file stops the run; one bad archive: nothing is sent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import zipfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rattler.package import IndexJson
+from rattler.package import IndexJson, PathsEntry, PathsJson
+from rattler.package_streaming import extract
 
 from ssm_conda.channels import find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import Selection
+from ssm_conda.matrix import PLATFORMS, Selection, plan
+from ssm_conda.paths import PACKAGES
 from ssm_conda.selection import choose_built, without_hash
 from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.served import repodata_filenames
@@ -43,12 +47,36 @@ class LocalPackage:
 
 
 def local_packages(output_dir: Path) -> list[LocalPackage]:
+    output_dir = output_dir.resolve()
     if not output_dir.is_dir():
         raise UsageError(f"output channel {output_dir} does not exist (build first, or pass --output-dir)")
     paths = find_packages([output_dir])
     if not paths:
         raise UsageError(f"no .conda or .tar.bz2 packages in {output_dir}")
+    for path in paths:
+        refuse_foreign(path, output_dir)
     return [LocalPackage(path=p, subdir=p.parent.name, size=p.stat().st_size) for p in paths]
+
+
+@functools.cache
+def rendered(subdir: str) -> frozenset[str]:
+    """NAME-VERSION-BUILD, less the build string's hash, of every package recipe/ builds for `subdir`."""
+    variants = plan(target_platform=subdir) if subdir in PLATFORMS else []
+    return frozenset(f"{v.package}-{v.rendered.recipe.package.version}-{without_hash(v.build_string)}" for v in variants)
+
+
+def refuse_foreign(path: Path, output_dir: Path) -> None:
+    """Only what recipe/ builds is sent: the channel is prepended with strict priority, so anything else
+    (python, libgcc, another project's numpy) would shadow conda-forge's package for its users."""
+    if not path.is_relative_to(output_dir):
+        raise UsageError(f"a link in {output_dir} points to {path}, outside it; upload sends only the channel's own files")
+    shown, name = path.relative_to(output_dir), name_and_build_of(path.name)[0]
+    if name not in PACKAGES:
+        raise UsageError(f"{shown}: {name} is not built by recipe/ (only {', '.join(PACKAGES)} are published); "
+                         f"move it out of {output_dir}")
+    if without_hash(path.name.removesuffix(".conda").removesuffix(".tar.bz2")) not in rendered(path.parent.name):
+        raise UsageError(f"{shown}: not a build variants/ renders for {path.parent.name} (an --arch build, or a variant "
+                         f"or version no longer listed); move it out of {output_dir}")
 
 
 def filter_packages(packages: list[LocalPackage], selection: Selection) -> list[LocalPackage]:
@@ -65,34 +93,50 @@ def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage
     return chosen
 
 
-def _zip_problem(path: Path) -> str | None:
-    # rattler reads only the info-* member: a corrupt pkg-* member would go unnoticed.
-    try:
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-    except (zipfile.BadZipFile, OSError) as exc:
-        return f"not a valid .conda archive ({exc})"
-    return f"corrupt .conda archive (member {bad} fails its CRC check)" if bad else None
+def _entry_problem(path: Path, entry: PathsEntry) -> str | None:
+    """What rattler's full package validation checks of one file of info/paths.json."""
+    kind = entry.path_type
+    if not (path.is_symlink() if kind.softlink else path.is_dir() if kind.directory else path.is_file()):
+        return "is missing from the payload"
+    if kind.hardlink and entry.size_in_bytes is not None and path.stat().st_size != entry.size_in_bytes:
+        return f"has {path.stat().st_size} bytes, info/paths.json says {entry.size_in_bytes}"
+    if kind.hardlink and entry.sha256 is not None and sha256_of(path) != entry.sha256.hex():
+        return "has another sha256 than info/paths.json lists"
+    return None
+
+
+def unpacked(path: Path) -> IndexJson:
+    """The index.json of an archive py-rattler unpacked completely (every member decompressed, CRCs
+    checked) whose files are all there as info/paths.json lists them; else ValueError saying why."""
+    if path.stat().st_size == 0:
+        raise ValueError("empty file")
+    with tempfile.TemporaryDirectory(prefix="ssm-conda-check-") as scratch:
+        try:
+            extract(path, scratch)
+            index, paths = IndexJson.from_package_directory(scratch), PathsJson.from_package_directory(scratch)
+        except Exception as exc:  # rattler raises its own exception types
+            raise ValueError(f"not a valid conda archive ({one_line(str(exc).replace(scratch + '/', ''), 120)})") from exc
+        for entry in paths.paths:
+            if problem := _entry_problem(Path(scratch, entry.relative_path), entry):
+                raise ValueError(f"{entry.relative_path} {problem} (damaged archive)")
+    return index
 
 
 def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
     """Fill in sha256, or set `problem`; `indexed` is the local repodata's filename -> sha256."""
-    pkg.problem = "empty file" if pkg.size == 0 else None
-    if pkg.problem is None and pkg.filename.endswith(".conda"):
-        pkg.problem = _zip_problem(pkg.path)
-    if pkg.problem:
-        return
     try:
-        index = IndexJson.from_package_archive(pkg.path)
-    except Exception as exc:  # rattler raises its own exception types
-        pkg.problem = f"not a valid conda archive ({one_line(exc, 120)})"
+        pkg.problem, index = None, unpacked(pkg.path)
+    except ValueError as exc:
+        pkg.problem = str(exc)
         return
     ext = ".conda" if pkg.filename.endswith(".conda") else ".tar.bz2"
     expected = f"{index.name.normalized}-{index.version}-{index.build}{ext}"
     if pkg.filename != expected:
         pkg.problem = f"file name does not match its index.json (expected {expected})"
-    elif index.subdir and index.subdir != pkg.subdir:
+    elif index.subdir != pkg.subdir:
         pkg.problem = f"lies in {pkg.subdir}/ but its index.json says subdir {index.subdir}"
+    elif not index.noarch.none and pkg.subdir != "noarch":
+        pkg.problem = f"a noarch package in {pkg.subdir}/ (noarch packages belong in noarch/)"
     else:
         pkg.sha256 = sha256_of(pkg.path)
         listed = indexed.get(pkg.filename)

@@ -87,14 +87,20 @@ def stop(outcomes: Outcomes, message: str) -> NoReturn:
 
 
 def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcomes, skip: bool) -> None:
-    """Packages the channel already has: skipped with --skip-existing, otherwise the run stops here."""
+    """Packages the channel already has stop the run, unless --skip-existing is given and the served
+    file is this one (same sha256): the same name for a changed build must not go unpublished."""
     present = {name: sha256 for subdir in sorted({p.subdir for p in packages}) for name, sha256 in target.served(subdir).items()}
     existing = [p for p in packages if p.filename in present]
+    differ = [p for p in existing if present[p.filename] != p.sha256]
     for pkg in existing:
-        same = present[pkg.filename] in ("", pkg.sha256)
         outcome = outcomes[pkg.filename]
-        outcome.result = "skipped" if skip else "exists"
-        outcome.detail = "already in the channel" + ("" if same else " with a different sha256")
+        outcome.result = "skipped" if skip and pkg not in differ else "exists"
+        outcome.detail = "already in the channel" + (" with another sha256" if pkg in differ else "")
+    if skip and differ:
+        pkg, served = differ[0], present[differ[0].filename][:12] or "none listed"
+        stop(outcomes, f"{pkg.filename} is already in {target.channel_display()} with another sha256 ({served}, this "
+                       f"file's {pkg.sha256[:12]}): bump build.number in recipe/{pkg.name_and_build[0]}/recipe.yaml "
+                       "and rebuild, a changed build needs a new file name; nothing was uploaded")
     if existing and not skip:
         more = ", ..." if len(existing) > 1 else ""
         stop(outcomes, f"{len(existing)} package(s) already in {target.channel_display()} ({existing[0].filename}{more}); "

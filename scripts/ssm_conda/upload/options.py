@@ -4,7 +4,9 @@ errors that never repeat what was typed with an unknown option (it may be a secr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -62,6 +64,14 @@ class UploadParser(ArgumentParser):
         raise UsageError(f"{self.prog}: {scrubbed}")
 
 
+def seconds(value: str) -> float:
+    """The type of --verify-timeout: nan or inf would poll the server without end, a negative number not at all."""
+    with contextlib.suppress(ValueError):
+        if 0 <= (number := float(value)) < math.inf:
+            return number
+    raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds >= 0")
+
+
 def add_common_options(parser: argparse.ArgumentParser, on_target: bool = False) -> None:
     """Options every target takes, before or after its name. On a target's parser every default is
     SUPPRESS, so a value given before the target name is not reset by the target's defaults."""
@@ -72,8 +82,9 @@ def add_common_options(parser: argparse.ArgumentParser, on_target: bool = False)
     add("--output-dir", default=str(REPO_ROOT / "output"), help="local channel to upload from (default: output/)")
     add_selector_arguments(parser, "upload only this package (repeatable; default: every one)", suppress=on_target)
     add("--dry-run", action="store_true", default=False, help="list what would go where; send nothing")
-    add("--skip-existing", action="store_true", default=False, help="skip packages the channel already has (idempotent re-runs)")
-    add("--verify-timeout", type=float, default=180.0,
+    add("--skip-existing", action="store_true", default=False,
+        help="skip packages the channel already serves with the same sha256 (idempotent re-runs); another sha256 fails")
+    add("--verify-timeout", type=seconds, default=180.0,
         help="seconds to wait for uploaded packages to appear in the channel's repodata (default 180)")
     add("--no-verify", action="store_true", default=False, help="do not wait for the repodata to list the uploads")
     if on_target:  # cli gives `ssm-conda upload` its -v

@@ -19,9 +19,9 @@ from rattler.index import S3Credentials, index_s3
 
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage
-from ssm_conda.upload.credentials import Credential, one_line, register_secret
+from ssm_conda.upload.credentials import Credential, mask, one_line, register_secret
 from ssm_conda.upload.served import HTTP_TIMEOUT_S, repodata_filenames
-from ssm_conda.upload.targets import Target
+from ssm_conda.upload.targets import Target, http_url
 
 
 class S3Target(Target):
@@ -47,7 +47,7 @@ class S3Target(Target):
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--channel", required=True, help="s3://BUCKET/PATH")
-        parser.add_argument("--endpoint-url", help="S3 endpoint (default: AWS for --region)")
+        parser.add_argument("--endpoint-url", type=http_url, help="S3 endpoint (default: AWS for --region)")
         parser.add_argument("--region", help="bucket region (default: $AWS_REGION)")
         parser.add_argument("--addressing-style", choices=["virtual-host", "path"], default="virtual-host",
                             help="path for MinIO, moto and most S3 look-alikes")
@@ -56,7 +56,7 @@ class S3Target(Target):
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
     def channel_display(self) -> str:
-        return self.channel_url() + (f" (endpoint {self.endpoint})" if self.args.endpoint_url else "")
+        return mask(self.channel_url() + (f" (endpoint {self.endpoint})" if self.args.endpoint_url else ""))
 
     def key(self, subdir: str, filename: str) -> str:
         return "/".join(p for p in (self.prefix, subdir, filename) if p)
@@ -96,10 +96,10 @@ class S3Target(Target):
             if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied") or status == 403:
                 raise PipelineError(f"S3 rejected the credentials ({code or status}) while {doing}") from exc
             if code in ("NoSuchBucket", "404") and method == "head_bucket":
-                raise PipelineError(f"S3 bucket {self.bucket!r} does not exist at {self.endpoint}") from exc
+                raise PipelineError(f"S3 bucket {self.bucket!r} does not exist at {mask(self.endpoint)}") from exc
             raise PipelineError(f"S3 error {code or status} while {doing}: {one_line(exc)}") from exc
         except EndpointConnectionError as exc:
-            raise PipelineError(f"cannot reach S3 at {self.endpoint}: {one_line(exc)}") from exc
+            raise PipelineError(f"cannot reach S3 at {mask(self.endpoint)}: {one_line(exc)}") from exc
         except BotoCoreError as exc:  # botocore's other errors (timeouts, ...)
             raise PipelineError(f"S3 failed while {doing}: {one_line(exc)}") from exc
 

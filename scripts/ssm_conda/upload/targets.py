@@ -12,7 +12,7 @@ import rattler_build
 
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage
-from ssm_conda.upload.credentials import AUTH_STORAGE, Credential, register_secret
+from ssm_conda.upload.credentials import AUTH_STORAGE, Credential, check_auth_storage, mask, register_secret
 from ssm_conda.upload.served import NotFound, http_get_json, listed_in
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
@@ -22,6 +22,19 @@ NOT_AUTH_RE = re.compile(r"cannot reach|connect|resolve|dns|timed? ?out|unreacha
 
 def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def http_url(value: str) -> str:
+    """The type of --url and the like: http(s) with a host (and a valid port); a password in it is never shown."""
+    try:
+        parsed = urlparse(value)
+        valid = parsed.scheme in ("http", "https") and bool(parsed.hostname) and parsed.port != 0
+    except ValueError:  # a bad port or IPv6 address
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(f"{mask(value)!r} is not an http(s) URL with a host, e.g. https://quetz.example.org")
+    register_secret(parsed.password)
+    return value
 
 
 class Target:
@@ -52,16 +65,17 @@ class Target:
         raise NotImplementedError
 
     def channel_display(self) -> str:
-        return self.channel_url()
+        return mask(self.channel_url())
 
     def destination(self, pkg: LocalPackage) -> str:
-        return join(self.channel_url(), pkg.subdir, pkg.filename)
+        return mask(join(self.channel_url(), pkg.subdir, pkg.filename))
 
     def repodata_url(self, subdir: str) -> str:
-        return join(self.channel_url(), subdir, "repodata.json")
+        return mask(join(self.channel_url(), subdir, "repodata.json"))
 
     # ---- credentials
     def find_credential(self) -> Credential | None:
+        check_auth_storage()
         value = self.env.get(self.env_var)
         if value:
             return Credential(f"${self.env_var}", token=register_secret(value))
@@ -133,7 +147,7 @@ class PrefixTarget(Target):
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--channel", required=True, help="prefix.dev channel name")
-        parser.add_argument("--url", default="https://prefix.dev", help="server URL (self-hosted instances)")
+        parser.add_argument("--url", type=http_url, default="https://prefix.dev", help="server URL (self-hosted instances)")
         parser.add_argument("--generate-attestation", action="store_true",
                             help="sign a sigstore attestation of each package (GitHub Actions, id-token: write)")
 
@@ -141,6 +155,7 @@ class PrefixTarget(Target):
         return join(self.args.url, self.args.channel)
 
     def find_credential(self) -> Credential | None:
+        check_auth_storage()  # rattler-build and our reads use it with trusted publishing too
         oidc = self.env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and self.env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
         if self.args.generate_attestation and not oidc:
             raise UsageError("--generate-attestation signs with the workflow's identity: run it in GitHub Actions "
@@ -171,8 +186,9 @@ class AnacondaTarget(Target):
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--owner", required=True, help="user or organisation on anaconda.org")
         parser.add_argument("--label", default="main", help="channel label (default: main)")
-        parser.add_argument("--url", default="https://api.anaconda.org", help="API URL")
-        parser.add_argument("--channel-url", default="https://conda.anaconda.org", help="where channels are served from")
+        parser.add_argument("--url", type=http_url, default="https://api.anaconda.org", help="API URL")
+        parser.add_argument("--channel-url", type=http_url, default="https://conda.anaconda.org",
+                            help="where channels are served from")
 
     def channel_url(self) -> str:
         base = join(self.args.channel_url, self.args.owner)
@@ -195,7 +211,7 @@ class QuetzTarget(Target):
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--url", required=True, help="server URL, e.g. https://quetz.example.org")
+        parser.add_argument("--url", type=http_url, required=True, help="server URL, e.g. https://quetz.example.org")
         parser.add_argument("--channel", required=True, help="channel name on the server")
 
     def channel_url(self) -> str:
@@ -209,11 +225,11 @@ class QuetzTarget(Target):
             return  # a key only rattler-build can see: it is checked by the upload itself
         # /api/api-keys answers 401 to an unknown key (/api/me wants a browser session).
         if not isinstance(http_get_json(join(self.args.url, "api/api-keys"), self.read_headers(), self.label), list):
-            raise PipelineError(f"quetz at {self.args.url} did not accept the API key")
+            raise PipelineError(f"quetz at {mask(self.args.url)} did not accept the API key")
         try:
             http_get_json(join(self.args.url, "api/channels", quote(self.args.channel)), self.read_headers(), self.label)
         except NotFound as exc:
-            message = f"quetz channel {self.args.channel!r} does not exist at {self.args.url} (create it first)"
+            message = f"quetz channel {self.args.channel!r} does not exist at {mask(self.args.url)} (create it first)"
             raise PipelineError(message) from exc
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
@@ -228,9 +244,9 @@ class ArtifactoryTarget(Target):
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--url", required=True, help="server URL, e.g. https://example.jfrog.io/artifactory")
+        parser.add_argument("--url", type=http_url, required=True, help="server URL, e.g. https://example.jfrog.io/artifactory")
         parser.add_argument("--channel", required=True, help="repository key")
-        parser.add_argument("--channel-url", help="where the channel is served (default: URL/api/conda/CHANNEL)")
+        parser.add_argument("--channel-url", type=http_url, help="where the channel is served (default: URL/api/conda/CHANNEL)")
 
     def channel_url(self) -> str:
         return self.args.channel_url or join(self.args.url, "api/conda", self.args.channel)

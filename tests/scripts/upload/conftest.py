@@ -1,11 +1,11 @@
-"""Fixtures of the upload tests: small real packages named like ours, a local channel, and a fake
-server whose py-rattler-build functions are bound to the real signatures."""
+"""Fixtures of the upload tests: small real packages named as recipe/ names them (tests/damaged_archives.py),
+a local channel, and a fake server whose py-rattler-build functions are bound to the real signatures."""
 
 from __future__ import annotations
 
 import inspect
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from unittest import mock
 
@@ -13,8 +13,9 @@ import pytest
 import rattler_build
 from ssm_conda import cli
 from ssm_conda.channels import sha256_of
-from ssm_conda.matrix import Selection, plan
 from ssm_conda.upload import targets
+
+from tests.damaged_archives import good_package
 
 # (cuda, python, torch, GPU generation) of the fake packages, named exactly as the recipes name them
 VARIANTS = [("13.0", "3.12", "2.13", "all"), ("12.9", "3.12", "2.13", "all"), ("13.0", "3.11", "2.12", "sm90")]
@@ -26,40 +27,11 @@ UPLOAD_FUNCTIONS = ("upload_package_to_prefix", "upload_package_to_anaconda", "u
                     "upload_package_to_quetz")
 
 
-def recipe_name(cuda: str, python: str, torch: str, generation: str, package: str = "causal-conv1d") -> tuple[str, str]:
-    """(name, build string) of one variant of a recipe, as rattler-build renders it."""
-    (variant,) = plan(Selection(cuda=cuda, python=python, torch=torch, generations=(generation,), packages=(package,)))
-    return variant.package, variant.build_string
-
-
-def build_fake(recipe_root: Path, out: Path, name: str, build: str) -> Path:
-    """A tiny real package with a name and build string of ours."""
-    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
-
-    empty = recipe_root / "empty" / "noarch"
-    empty.mkdir(parents=True, exist_ok=True)
-    (empty / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
-    recipe = f"""
-package:
-  name: {name}
-  version: "1.7.0"
-build:
-  number: 0
-  noarch: generic
-  string: {build}
-  script:
-    - mkdir -p $PREFIX/share/fake && echo {build} > $PREFIX/share/fake/id.txt
-"""
-    stage0 = Stage0Recipe.from_yaml(recipe, recipe_dir=recipe_root / f"r-{build}")
-    result = stage0.run_build(VariantConfig(), ToolConfiguration(), output_dir=out,
-                              channels=[empty.parent.as_uri()], no_build_id=True)
-    return Path(result[0].packages[0])
-
-
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> list[Path]:
+    """One small real package of ours per variant of VARIANTS (tests/damaged_archives.py)."""
     root = tmp_path_factory.mktemp("fakes")
-    return [build_fake(root, root / "out", *recipe_name(*v)) for v in VARIANTS]
+    return [good_package(root, *v) for v in VARIANTS]
 
 
 @pytest.fixture
@@ -68,7 +40,7 @@ def channel(built, tmp_path) -> Path:
     (out / "noarch").mkdir(parents=True)
     (out / "linux-64").mkdir()
     for pkg in built:
-        shutil.copy2(pkg, out / "noarch" / pkg.name)
+        shutil.copy2(pkg, out / "linux-64" / pkg.name)
     return out
 
 
@@ -87,13 +59,14 @@ class FakeServer:
     The functions are autospecs of the real ones: a call that does not bind to the real signature
     raises TypeError. `calls` holds (function, bound arguments) of real uploads; a call without
     files is rattler-build being asked whether its auth storage has a credential (`probes`),
-    answered by `stored`.
+    answered by `stored`. `present` is what the channel serves before: files, or filename -> sha256.
     """
 
-    def __init__(self, monkeypatch, present=(), fail_upload: Callable[[str], bool] | None = None,
-                 stored: bool = False, error: str = "Server responded with error: 500 Internal Server Error",
-                 lists_uploads: bool = True):
-        self.listed: dict[str, dict] = {name: {"sha256": ""} for name in present}
+    def __init__(self, monkeypatch, present: Iterable[Path] | dict[str, str] = (),
+                 fail_upload: Callable[[str], bool] | None = None, stored: bool = False,
+                 error: str = "Server responded with error: 500 Internal Server Error", lists_uploads: bool = True):
+        served = present if isinstance(present, dict) else {p.name: sha256_of(p) for p in present}
+        self.listed: dict[str, dict] = {name: {"sha256": sha256} for name, sha256 in served.items()}
         self.calls: list[tuple[str, dict]] = []
         self.probes: list[tuple[str, dict]] = []
         self.urls: list[tuple[str, dict]] = []

@@ -1,11 +1,25 @@
-"""The packages chosen for upload and the all-or-nothing pre-check, on small real packages."""
+"""The packages chosen for upload and the all-or-nothing pre-check, on small real packages and the damaged
+copies of tests/damaged_archives.py: each through a dry run and a live upload against the fake server."""
 
 from __future__ import annotations
 
+import io
+import os
+import re
 import shutil
+import tarfile
+import time
+from pathlib import Path
 
+import pytest
+from rattler_build import ArchiveType, assemble_package
 from ssm_conda.matrix import Selection
 from ssm_conda.upload import archives
+
+from tests.bad_input.upload import DAMAGE_ERRORS
+from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, empty, foreign_package, rendered_name
+
+ENV = {"PREFIX_API_KEY": "pfx-secret-123"}
 
 
 def test_selectors_match_the_build_string(channel):
@@ -37,50 +51,139 @@ def test_missing_output_dir(upload_cli, capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_precheck_rejects_junk_and_uploads_nothing(upload_cli, fake_server, capsys, channel):
+def test_every_damage_has_its_expectation():
+    assert sorted(DAMAGE_ERRORS) == sorted(DAMAGES)
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["dry-run", "live"])
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_archive_stops_everything(damage, live, upload_cli, fake_server, capsys, channel, built):
+    """Before, only a zip CRC test and index.json were read: a .conda without its pkg member, or with
+    random bytes of a valid CRC in it, was uploaded and indexed, and failed at install."""
     server = fake_server()
-    (channel / "noarch" / "causal-conv1d-1.7.0-cuda130_py313_torch213_h0_0.conda").write_bytes(b"junk")
-    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)], {"PREFIX_API_KEY": "pfx-secret-123"}) == 1
-    captured = capsys.readouterr()
-    assert "not a valid .conda archive" in captured.err and "nothing was uploaded" in captured.err
-    assert len(captured.err.strip().splitlines()) == 1
+    DAMAGES[damage](channel / "linux-64" / built[1].name)  # the second of three in upload order
+    args = ["prefix", "--channel", "c", "--output-dir", str(channel), *([] if live else ["--dry-run"])]
+    status = upload_cli(args, ENV)
+    out, err = capsys.readouterr()
+    expected_status, message = DAMAGE_ERRORS[damage]  # the fault-injection table's rows
+    assert (status, len(err.strip().splitlines())) == (expected_status, 1), err
+    assert message in err and "Traceback" not in out + err, err
     assert server.calls == [] and server.probes == [] and server.urls == []
-    assert "invalid" in captured.out and "not attempted" in captured.out
+    if expected_status == 1:
+        assert "nothing was uploaded" in err and "invalid" in out and "not attempted" in out
+
+
+@pytest.mark.parametrize("name", FOREIGN_NAMES)
+def test_packages_not_built_here_are_refused(name, upload_cli, fake_server, capsys, channel, built):
+    """The stand-in channel as --output-dir listed 61 packages, python and libgcc among them: on a
+    channel prepended with strict priority they would shadow conda-forge's for every user."""
+    server = fake_server()
+    foreign = foreign_package(channel / "linux-64" / built[0].name, name)
+    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)], ENV) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: linux-64/{foreign.name}: {name} is not built by recipe/ (only causal-conv1d, "
+                           f"mamba-ssm are published); move it out of {channel}")
+    assert server.calls == [] and server.probes == [] and server.urls == []
+
+
+@pytest.mark.parametrize(
+    ("subdir", "variant", "version"),
+    [("noarch", ("13.0", "3.12", "2.13", "all"), None),  # ours are never noarch
+     ("linux-64", ("13.0", "3.12", "2.13", "all"), "1.6.0"),  # a version the recipe no longer builds
+     ("osx-arm64", ("13.0", "3.12", "2.13", "all"), None)],
+)
+def test_builds_variants_does_not_render_are_refused(subdir, variant, version, upload_cli, fake_server, capsys, channel):
+    server = fake_server()
+    name, rendered_version, build = rendered_name(*variant)
+    bad = build_package(channel / subdir, name, version or rendered_version, build, subdir=subdir)
+    assert upload_cli(["prefix", "--channel", "c", "--dry-run", "--output-dir", str(channel)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: {subdir}/{bad.name}: not a build variants/ renders for {subdir} (an --arch build, "
+                           f"or a variant or version no longer listed); move it out of {channel}")
+    assert server.urls == []
+
+
+def test_an_arch_build_is_refused(upload_cli, capsys, channel):
+    """`build --arch native` (or a list) names its package `_native_`/`_custom_`: fine to install from
+    ./output, but not one CI publishes, and on the channel it would compete with the generations' builds."""
+    name, version, build = rendered_name()
+    build_package(channel / "linux-64", name, version, build.replace("_all_", "_custom_"))
+    assert upload_cli(["prefix", "--channel", "c", "--dry-run", "--output-dir", str(channel)]) == 2
+    assert "_custom_h" in capsys.readouterr().err
+
+
+def test_a_link_inside_the_folder_is_uploaded_once(upload_cli, fake_server, capsys, channel, built):
+    """Only a link out of the folder is refused; one to a file of the channel is that file."""
+    (channel / "noarch" / "link.conda").symlink_to(channel / "linux-64" / built[0].name)
+    assert upload_cli(["prefix", "--channel", "c", "--dry-run", "--output-dir", str(channel)]) == 0
+    assert "dry run: 3 package(s)" in capsys.readouterr().out
 
 
 def test_precheck_rejects_renamed_and_misplaced_files(channel, built):
-    renamed = channel / "noarch" / "causal-conv1d-9.9.9-cuda130_py312_torch213_h0_0.conda"
+    renamed = channel / "linux-64" / built[0].name.replace("-1.7.0-", "-9.9.9-")
     shutil.copy2(built[0], renamed)
-    pkg = archives.LocalPackage(renamed, "noarch", size=renamed.stat().st_size)
+    pkg = archives.LocalPackage(renamed, "linux-64", size=renamed.stat().st_size)
     archives.check_package(pkg, {})
     assert "does not match its index.json" in pkg.problem
 
-    misplaced = channel / "linux-64" / built[0].name
+    misplaced = channel / "noarch" / built[0].name
     shutil.copy2(built[0], misplaced)
-    pkg = archives.LocalPackage(misplaced, "linux-64", size=misplaced.stat().st_size)
+    pkg = archives.LocalPackage(misplaced, "noarch", size=misplaced.stat().st_size)
     archives.check_package(pkg, {})
-    assert "index.json says subdir noarch" in pkg.problem
+    assert "index.json says subdir linux-64" in pkg.problem
 
-    pkg = archives.LocalPackage(channel / "noarch" / built[0].name, "noarch", size=built[0].stat().st_size)
+    pkg = archives.LocalPackage(channel / "linux-64" / built[0].name, "linux-64", size=built[0].stat().st_size)
     archives.check_package(pkg, {built[0].name: "0" * 64})
     assert "sha256 differs" in pkg.problem
 
 
-def test_truncated_conda_is_invalid(channel, built):
-    data = built[0].read_bytes()
-    path = channel / "noarch" / built[0].name
-    path.write_bytes(data[: len(data) // 2])
-    pkg = archives.LocalPackage(path, "noarch", size=path.stat().st_size)
-    archives.check_package(pkg, {})
-    assert pkg.problem and "archive" in pkg.problem
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"bbbb\n", "share/x/a.txt has another sha256 than info/paths.json lists"),
+     (b"aaaaaaaa\n", "share/x/a.txt has 9 bytes, info/paths.json says 5")],
+)
+def test_a_payload_file_unlike_its_paths_json_entry_is_invalid(content, problem, tmp_path):
+    """An archive sound in itself whose file differs from its info/paths.json entry (as a hand-edited
+    archive or a bad disk leaves it; .tar.bz2 here, whose tar is easy to rewrite) is invalid."""
+    (tmp_path / "files" / "share" / "x").mkdir(parents=True)
+    (tmp_path / "files" / "share" / "x" / "a.txt").write_text("aaaa\n")
+    name, version, build = rendered_name()
+    path = Path(assemble_package(name, version, "linux-64", build, tmp_path, files_dir=tmp_path / "files",
+                                 archive_type=ArchiveType.TarBz2).path)
+    assert archives.unpacked(path).name.normalized == name
+    with tarfile.open(path) as old:
+        members = [(m, old.extractfile(m).read() if m.isfile() else None) for m in old.getmembers()]
+    with tarfile.open(path, "w:bz2") as new:
+        for member, data in members:
+            if member.name == "share/x/a.txt":
+                data, member.size = content, len(content)
+            new.addfile(member, io.BytesIO(data) if data is not None else None)
+    with pytest.raises(ValueError, match=re.escape(f"{problem} (damaged archive)")):
+        archives.unpacked(path)
 
 
 def test_one_bad_archive_names_the_count(channel, built):
-    for name in ("a-1-h0_0.conda", "b-1-h0_0.conda"):
-        (channel / "noarch" / name).write_bytes(b"")
+    for pkg in built[:2]:
+        empty(channel / "linux-64" / pkg.name)
     packages = archives.local_packages(channel)
     invalid = archives.check_all(packages, channel)
-    assert [p.filename for p in invalid] == ["a-1-h0_0.conda", "b-1-h0_0.conda"]
+    first, second = sorted(p.name for p in built[:2])
+    assert [p.filename for p in invalid] == [first, second]
     assert archives.invalid_message(invalid, channel) == (
-        "noarch/a-1-h0_0.conda: empty file (and 1 more invalid); nothing was uploaded"
+        f"linux-64/{first}: empty file (and 1 more invalid); nothing was uploaded"
     )
+
+
+def test_the_check_is_quick_for_a_20_mb_package(tmp_path):
+    """Every file is unpacked and hashed: a package of the size of ours (20 MB, 80 MB unpacked) takes well
+    under a second here; the bound leaves room for a slow CI machine."""
+    lib = tmp_path / "files" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "ext.so").write_bytes(os.urandom(20_000_000) + bytes(60_000_000))
+    name, version, build = rendered_name()
+    out = assemble_package(name, version, "linux-64", build, tmp_path / "linux-64", files_dir=tmp_path / "files",
+                           compression_level=1)
+    assert Path(out.path).stat().st_size > 19_000_000
+    start = time.monotonic()
+    archives.unpacked(Path(out.path))
+    assert time.monotonic() - start < 10

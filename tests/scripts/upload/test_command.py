@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
+from ssm_conda.channels import sha256_of
+
+from tests.damaged_archives import good_package
 
 ACCEPTED = "accepted: prefix, anaconda, quetz, artifactory, s3"
 QUETZ = ["quetz", "--url", "http://q.example", "--channel", "c"]
+ENV = {"PREFIX_API_KEY": "pfx-secret-123"}
 
 
 @pytest.mark.parametrize(
@@ -25,6 +29,20 @@ QUETZ = ["quetz", "--url", "http://q.example", "--channel", "c"]
         (["prefix", "--channel", "c", "--python", "three"], "unknown Python version 'three'"),
         (["s3", "--channel", "https://bucket/x", "--region", "r"], "--channel for s3 must look like s3://"),
         (["s3", "--channel", "s3://bucket/x"], "s3 needs --region"),
+        # nan and inf polled the server without end (40,747 repodata reads in 3 s), a negative number never
+        (["--verify-timeout", "nan", *QUETZ], "argument --verify-timeout: 'nan' is not a number of seconds >= 0"),
+        ([*QUETZ, "--verify-timeout", "-1"], "argument --verify-timeout: '-1' is not a number of seconds >= 0"),
+        ([*QUETZ, "--verify-timeout=inf"], "argument --verify-timeout: 'inf' is not a number of seconds >= 0"),
+        ([*QUETZ, "--verify-timeout", "soon"], "argument --verify-timeout: 'soon' is not a number of seconds >= 0"),
+        (["quetz", "--url", "not-a-url", "--channel", "c"],
+         "argument --url: 'not-a-url' is not an http(s) URL with a host, e.g. https://quetz.example.org"),
+        (["artifactory", "--url", "ftp://a.example", "--channel", "c"], "argument --url: 'ftp://a.example' is not an http(s)"),
+        (["prefix", "--channel", "c", "--url", "https://"], "argument --url: 'https://' is not an http(s) URL"),
+        (["prefix", "--channel", "c", "--url", "https://p.example:99999"], "'https://p.example:99999' is not an http(s)"),
+        (["anaconda", "--owner", "o", "--url", "api.anaconda.org"], "argument --url: 'api.anaconda.org' is not"),
+        (["anaconda", "--owner", "o", "--channel-url", "http://[::1"], "argument --channel-url: 'http://[::1' is not"),
+        (["s3", "--channel", "s3://b/x", "--region", "r", "--endpoint-url", "127.0.0.1:9"],
+         "argument --endpoint-url: '127.0.0.1:9' is not an http(s) URL"),
     ],
 )
 def test_usage_errors_are_one_line(upload_cli, capsys, channel, args, message):
@@ -87,7 +105,7 @@ def test_dry_run_either_side_of_the_target(upload_cli, fake_server, capsys, chan
     args = [*common, *QUETZ] if where == "before" else [*QUETZ, *common]
     assert upload_cli(args) == 0
     out = capsys.readouterr().out
-    assert "dry run: 3 package(s)" in out and "http://q.example/get/c/noarch/" in out
+    assert "dry run: 3 package(s)" in out and "http://q.example/get/c/linux-64/" in out
     assert server.calls == [] and server.urls == []
 
 
@@ -98,11 +116,11 @@ def test_dry_run_contacts_nothing(upload_cli, fake_server, capsys, channel, buil
     assert server.calls == [] and server.urls == []
     assert "dry run: 3 package(s)" in out and "none found" in out
     for pkg in built:
-        assert f"https://conda.anaconda.org/me/noarch/{pkg.name}" in out
+        assert f"https://conda.anaconda.org/me/linux-64/{pkg.name}" in out
 
 
 def test_existing_package_refused_then_skipped(upload_cli, fake_server, capsys, channel, built):
-    server = fake_server(present=[built[0].name])
+    server = fake_server(present=[built[0]])
     env = {"PREFIX_API_KEY": "pfx-secret-123"}
     assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)], env) == 1
     captured = capsys.readouterr()
@@ -115,6 +133,26 @@ def test_existing_package_refused_then_skipped(upload_cli, fake_server, capsys, 
     assert len(server.calls) == 2 and built[0].name not in {Path(c["package_files"][0]).name for _, c in server.calls}
     assert "done: 2 uploaded, 1 skipped" in out
     assert server.calls[0][1]["skip_existing"] is True
+
+
+@pytest.mark.parametrize("served", ["changed", "unlisted"])
+def test_skip_existing_fails_on_another_build_under_the_same_name(served, upload_cli, fake_server, capsys, channel, built,
+                                                                   tmp_path):
+    """Build strings hash the variant keys only: a recipe or patch change keeps the file name. Before,
+    --skip-existing (CI's publish) noted "with a different sha256", exited 0 and the old build stayed served."""
+    changed = good_package(tmp_path / "changed", text="patched recipe")  # VARIANTS[0], as built[0]
+    assert changed.name == built[0].name and sha256_of(changed) != sha256_of(built[0])
+    server = fake_server(present={changed.name: sha256_of(changed) if served == "changed" else ""})
+    assert upload_cli(["--skip-existing", "prefix", "--channel", "c", "--output-dir", str(channel)], ENV) == 1
+    captured = capsys.readouterr()
+    there = sha256_of(changed)[:12] if served == "changed" else "none listed"
+    assert captured.err.strip() == (
+        f"error: {changed.name} is already in https://prefix.dev/c with another sha256 ({there}, this file's "
+        f"{sha256_of(built[0])[:12]}): bump build.number in recipe/causal-conv1d/recipe.yaml and rebuild, a changed "
+        "build needs a new file name; nothing was uploaded")
+    assert server.calls == []
+    assert re.search(rf"{re.escape(changed.name)}\s.*exists\s.*with another sha256", captured.out)
+    assert "skipped" not in captured.out
 
 
 def test_failure_midway_reports_what_went(upload_cli, fake_server, capsys, channel, built):
@@ -135,7 +173,7 @@ def test_not_served_within_the_bound(upload_cli, fake_server, capsys, channel):
     args = ["prefix", "--channel", "c", "--cuda", "12.9", "--verify-timeout", "0.2", "--output-dir", str(channel)]
     assert upload_cli(args, {"PREFIX_API_KEY": "pfx-secret-123"}) == 1
     captured = capsys.readouterr()
-    assert "uploaded but not listed in https://prefix.dev/c/noarch/repodata.json after 0s" in captured.err
+    assert "uploaded but not listed in https://prefix.dev/c/linux-64/repodata.json after 0s" in captured.err
     assert "not served" in captured.out
 
 
@@ -180,3 +218,23 @@ def test_build_selectors_choose_what_to_upload(upload_cli, fake_server, capsys, 
     assert "dry run: 1 package(s)" in out and "_sm90_h" in out
     assert upload_cli([*common, "--package", "mamba-ssm"]) == 2
     assert "no package in" in capsys.readouterr().err
+
+
+def test_a_password_in_a_url_is_never_shown(upload_cli, fake_server, capsys, channel):
+    fake_server()
+    args = ["quetz", "--url", "https://alice:hunter2-pass@q.example", "--channel", "c", "--output-dir", str(channel)]
+    assert upload_cli([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2-pass" not in out and "alice" not in out
+    assert "to quetz https://****@q.example/get/c" in out and "https://****@q.example/get/c/linux-64/" in out
+    assert upload_cli(["quetz", "--url", "ftp://alice:hunter2-pass@q.example", "--channel", "c"]) == 2
+    err = capsys.readouterr().err
+    assert "'ftp://****@q.example' is not an http(s) URL" in err and "hunter2-pass" not in err
+
+
+def test_a_password_in_an_unreachable_url_is_never_shown(upload_cli, capsys, channel):
+    args = ["quetz", "--url", "http://alice:hunter2-pass@127.0.0.1:9", "--channel", "c", "--output-dir", str(channel)]
+    assert upload_cli(args, {"QUETZ_API_KEY": "qz-secret-000"}) == 1
+    captured = capsys.readouterr()
+    assert "hunter2-pass" not in captured.out + captured.err and "alice" not in captured.out + captured.err
+    assert captured.err.startswith("error: cannot reach quetz at http://****@127.0.0.1:9/"), captured.err

@@ -91,3 +91,35 @@ def test_masking_covers_every_registered_value():
     assert credentials.one_line("a\nmask-me-please\n  b") == "a **** b"
     credentials.register_secret("abc")  # too short to mask without mangling ordinary words
     assert credentials.mask("abc") == "abc"
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [("{not json", " at line 1 column 2"), ('["q.example"]', " at line 1 column 0"),
+     ('{"q.example": "tok-secret-1"}', " at line 1 column 28"),
+     ('{"q.example": {"ApiKey": "tok-secret-1"}}', " at line 1 column 23")],
+    ids=["not-json", "a-list", "a-bare-token", "an-unknown-kind"],
+)
+@pytest.mark.parametrize("location", ["RATTLER_AUTH_FILE", "home"])
+@pytest.mark.parametrize("key", [None, "qz-env-key-1"])
+def test_a_malformed_auth_file_is_one_line_naming_it(content, where, location, key, upload_cli, capsys, channel, tmp_path):
+    """rattler-build read a malformed file as "no credentials"; py-rattler's client (our repodata reads)
+    refuses it. Either way the user learns which file, never the token rattler's parser quotes."""
+    path = tmp_path / "auth.json" if location == "RATTLER_AUTH_FILE" else Path.home() / ".rattler" / "credentials.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    env = {"RATTLER_AUTH_FILE": str(path)} if location == "RATTLER_AUTH_FILE" else {}
+    env.update({"QUETZ_API_KEY": key} if key else {})  # a key in the environment: our reads still use the storage
+    assert upload_cli([*QUETZ, "--dry-run", "--output-dir", str(channel)], env) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: failed to parse {path}{where}: not what rattler's auth storage holds (JSON: each host "
+                           "mapped to its BearerToken, CondaToken or BasicHTTP entry); fix it, or log in again with "
+                           "`rattler-build auth login`")
+    assert "tok-secret-1" not in err
+
+
+def test_a_url_password_is_masked_in_every_message():
+    credentials.register_secret("s3cr3t-pw")
+    masked = credentials.mask("GET http://bob:s3cr3t-pw@h.example/x failed; s3cr3t-pw")
+    assert masked == "GET http://****@h.example/x failed; ****"
+    assert credentials.mask("https://a:b@h.example and git@github.com") == "https://****@h.example and git@github.com"

@@ -23,11 +23,14 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
+from ssm_conda.channels import sha256_of
 from ssm_conda.matrix import Selection
 from ssm_conda.paths import cache_dir
 from ssm_conda.upload.archives import check_all, select_packages
 from ssm_conda.upload.command import wait_until_served
 from ssm_conda.upload.options import TARGET_CLASSES
+
+from tests.damaged_archives import DAMAGES, good_package, parts
 
 pytestmark = pytest.mark.servers
 
@@ -36,7 +39,9 @@ QUETZ_INSTALL = (
     f"python3 -m venv {QUETZ_VENV} && {QUETZ_VENV}/bin/pip install quetz-server==0.10.4 fastapi==0.109.2 "
     "starlette==0.36.3 sqlalchemy==2.0.25 pydantic==2.6.1 typer==0.9.0 click==8.1.7 uvicorn==0.27.1"
 )
-PROBE = "cc1d-upload-probe"
+# the packages sent: small real packages of ours (tests/damaged_archives.py), one variant each
+PROBE_VARIANTS = [("12.9", python, torch, "all") for python in ("3.10", "3.11", "3.12") for torch in ("2.10", "2.11", "2.12")]
+DAMAGED = ["garbage pkg member", "no pkg member", "index lies about subdir", "foreign package"]  # the subset sent to each
 
 
 def _missing(what: str, how: str) -> None:
@@ -76,35 +81,6 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=15)
 
 
-def build_probe(recipe_dir: Path, output_dir: Path, version: str) -> Path:
-    """A tiny real package built by rattler-build: noarch, no dependencies, one file."""
-    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
-
-    empty = recipe_dir / "empty-channel" / "noarch"
-    empty.mkdir(parents=True, exist_ok=True)
-    (empty / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
-    recipe = f"""
-package:
-  name: {PROBE}
-  version: "{version}"
-build:
-  number: 0
-  noarch: generic
-  script:
-    - mkdir -p $PREFIX/share/{PROBE}
-    - echo "probe {version}" > $PREFIX/share/{PROBE}/hello.txt
-about:
-  license: MIT
-  summary: upload round-trip probe of causal-conv1d-conda
-"""
-    stage0 = Stage0Recipe.from_yaml(recipe, recipe_dir=recipe_dir / f"recipe-{version}")
-    results = stage0.run_build(
-        VariantConfig(), ToolConfiguration(), output_dir=output_dir,
-        channels=[empty.parent.as_uri()], no_build_id=True,
-    )
-    return Path(results[0].packages[0])
-
-
 def channel_with(tmp: Path, packages: list[Path], name: str) -> Path:
     """A fresh output-like channel dir holding copies of `packages`."""
     channel = tmp / name
@@ -114,9 +90,12 @@ def channel_with(tmp: Path, packages: list[Path], name: str) -> Path:
     return channel
 
 
-def install_from(channel_url: str, prefix: Path, cache: Path, spec: str) -> list[str]:
+def install_from(channel_url: str, prefix: Path, cache: Path, package: Path) -> list[str]:
+    """Solve for exactly this package (its name, version and build) and install it."""
     from rattler import Subdir, install, solve
 
+    name, version, build = parts(package)
+    spec = f"{name}=={version}[build={build}]"
     records = asyncio.run(solve(sources=[channel_url], specs=[spec], platforms=[Subdir("linux-64"), Subdir("noarch")]))
     asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, show_progress=False))
     return [f"{r.name.normalized}={r.version}" for r in records]
@@ -139,9 +118,16 @@ def listed(repodata: dict) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory) -> dict[str, Path]:
+def probes(tmp_path_factory) -> list[Path]:
     tmp = tmp_path_factory.mktemp("probes")
-    return {v: build_probe(tmp, tmp / "out", v) for v in ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0")}
+    return [good_package(tmp, *variant, text="probe") for variant in PROBE_VARIANTS]
+
+
+def changed_build(index: int, tmp: Path) -> Path:
+    """A channel holding probe `index` built again with another payload: the same file name (a recipe change
+    keeps it), another sha256."""
+    good_package(tmp / "changed", *PROBE_VARIANTS[index], text="changed")
+    return tmp / "changed"
 
 
 def read_back(monkeypatch, args: list[str], env: dict[str, str], sha256: str | None = None) -> dict[str, str]:
@@ -203,7 +189,7 @@ def quetz_args(quetz, channel_dir: Path, *extra: str) -> list[str]:
             "--verify-timeout", "60", *extra]
 
 
-def quetz_repodata(quetz, subdir: str = "noarch") -> set[str]:
+def quetz_repodata(quetz, subdir: str = "linux-64") -> set[str]:
     try:
         return listed(get_json(f"{quetz['url']}/get/{quetz['channel']}/{subdir}/repodata.json"))
     except urllib.error.HTTPError as exc:
@@ -213,7 +199,7 @@ def quetz_repodata(quetz, subdir: str = "noarch") -> set[str]:
 
 
 def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
-    pkg = probes["0.1.0"]
+    pkg = probes[0]
     channel = channel_with(tmp_path, [pkg], "out")
     env = {"QUETZ_API_KEY": quetz["key"]}
 
@@ -227,12 +213,12 @@ def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
     assert read_back(monkeypatch, quetz_args(quetz, channel), env, "0" * 64) == {pkg.name: "served with a different sha256"}
 
     prefix = tmp_path / "prefix"
-    installed = install_from(f"{quetz['url']}/get/{quetz['channel']}", prefix, tmp_path / "cache", PROBE)
-    assert installed == [f"{PROBE}=0.1.0"]
-    assert (prefix / "share" / PROBE / "hello.txt").read_text().strip() == "probe 0.1.0"
+    installed = install_from(f"{quetz['url']}/get/{quetz['channel']}", prefix, tmp_path / "cache", pkg)
+    assert installed == ["causal-conv1d=1.7.0"]
+    assert (prefix / "share" / "causal-conv1d" / "id.txt").read_text() == f"{' '.join(parts(pkg))} linux-64 probe\n"
 
     # a second upload is refused without --skip-existing ...
-    before = get_json(f"{quetz['url']}/get/{quetz['channel']}/noarch/repodata.json")
+    before = get_json(f"{quetz['url']}/get/{quetz['channel']}/linux-64/repodata.json")
     assert upload(monkeypatch, quetz_args(quetz, channel), env) == 1
     captured = capsys.readouterr()
     assert "already in" in captured.err and "--skip-existing" in captured.err
@@ -242,13 +228,20 @@ def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
     assert upload(monkeypatch, quetz_args(quetz, channel, "--skip-existing"), env) == 0
     out = capsys.readouterr().out
     assert re.search(rf"{re.escape(pkg.name)}\s.*skipped", out) and "0 uploaded, 1 skipped" in out
-    after = get_json(f"{quetz['url']}/get/{quetz['channel']}/noarch/repodata.json")
+
+    # ... but another build under the same name fails it, naming the fix, and the served one stays
+    changed = changed_build(0, tmp_path)
+    assert upload(monkeypatch, quetz_args(quetz, changed, "--skip-existing"), env) == 1
+    err = capsys.readouterr().err
+    assert f"error: {pkg.name} is already in {quetz['url']}/get/{quetz['channel']} with another sha256" in err
+    assert "bump build.number in recipe/causal-conv1d/recipe.yaml" in err and len(err.strip().splitlines()) == 1
+    after = get_json(f"{quetz['url']}/get/{quetz['channel']}/linux-64/repodata.json")
     assert listed(after) == listed(before)
-    assert after["packages.conda"][pkg.name]["sha256"] == before["packages.conda"][pkg.name]["sha256"]
+    assert after["packages.conda"][pkg.name]["sha256"] == before["packages.conda"][pkg.name]["sha256"] == sha256_of(pkg)
 
 
 def test_quetz_wrong_key_uploads_nothing(quetz, probes, tmp_path, capsys, monkeypatch):
-    pkg = probes["0.2.0"]
+    pkg = probes[1]
     channel = channel_with(tmp_path, [pkg], "out")
     wrong = "0123456789abcdef0123456789abcdef"
     assert upload(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": wrong}) == 1
@@ -259,18 +252,20 @@ def test_quetz_wrong_key_uploads_nothing(quetz, probes, tmp_path, capsys, monkey
     assert pkg.name not in quetz_repodata(quetz)
 
 
-def test_quetz_invalid_archive_stops_everything(quetz, probes, tmp_path, capsys, monkeypatch):
-    good = probes["0.3.0"]
-    channel = channel_with(tmp_path, [good], "out")
-    (channel / "noarch" / f"{PROBE}-0.3.1-h0000000_0.conda").write_bytes(b"this is not a zip file")
-    assert upload(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": quetz["key"]}) == 1
-    captured = capsys.readouterr()
-    assert "not a valid .conda archive" in captured.err and "nothing was uploaded" in captured.err
-    assert good.name not in quetz_repodata(quetz)
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_quetz_damaged_archive_stops_everything(damage, quetz, probes, tmp_path, capsys, monkeypatch):
+    """A good package and a damaged one (tests/damaged_archives.py): one line, and neither is sent."""
+    good, victim = probes[2], probes[3]
+    channel = channel_with(tmp_path, [good, victim], "out")
+    DAMAGES[damage](channel / "linux-64" / victim.name)
+    status = upload(monkeypatch, quetz_args(quetz, channel), {"QUETZ_API_KEY": quetz["key"]})
+    err = capsys.readouterr().err
+    assert status == (2 if damage == "foreign package" else 1) and len(err.strip().splitlines()) == 1, err
+    assert not {good.name, victim.name, "numpy-2.0.0-py312_0.conda"} & quetz_repodata(quetz)
 
 
 def test_quetz_missing_channel_is_one_line(quetz, probes, tmp_path, capsys, monkeypatch):
-    channel = channel_with(tmp_path, [probes["0.4.0"]], "out")
+    channel = channel_with(tmp_path, [probes[4]], "out")
     args = ["quetz", "--url", quetz["url"], "--channel", "nope", "--output-dir", str(channel)]
     assert upload(monkeypatch, args, {"QUETZ_API_KEY": quetz["key"]}) == 1
     err = capsys.readouterr().err
@@ -280,7 +275,7 @@ def test_quetz_missing_channel_is_one_line(quetz, probes, tmp_path, capsys, monk
 def test_quetz_user_logged_in_with_rattler_build(quetz, probes, tmp_path, capsys, monkeypatch):
     """No key in the environment: rattler-build finds the one `rattler-build auth login` stored
     (~/.rattler/credentials.json when there is no keyring; HOME is a temporary directory here)."""
-    pkg = probes["0.5.0"]
+    pkg = probes[5]
     credentials = Path.home() / ".rattler" / "credentials.json"
     credentials.parent.mkdir(parents=True, exist_ok=True)
     credentials.write_text(json.dumps({"127.0.0.1": {"CondaToken": quetz["key"]}}))
@@ -291,7 +286,7 @@ def test_quetz_user_logged_in_with_rattler_build(quetz, probes, tmp_path, capsys
 
 
 def test_quetz_key_from_the_auth_file(quetz, probes, tmp_path, capsys, monkeypatch):
-    pkg = probes["0.6.0"]
+    pkg = probes[6]
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"*.example.org": {"CondaToken": "not-this-one"}, "127.0.0.1": {"CondaToken": quetz["key"]}}))
     channel = channel_with(tmp_path, [pkg], "out")
@@ -302,7 +297,7 @@ def test_quetz_key_from_the_auth_file(quetz, probes, tmp_path, capsys, monkeypat
 
 
 def test_quetz_refused_stored_key_says_how_to_log_in(quetz, probes, tmp_path, capsys, monkeypatch):
-    pkg = probes["0.7.0"]
+    pkg = probes[7]
     wrong = "fedcba9876543210fedcba9876543210"
     credentials = Path.home() / ".rattler" / "credentials.json"
     credentials.parent.mkdir(parents=True, exist_ok=True)
@@ -357,7 +352,7 @@ def s3_args(moto, channel_dir: Path, *extra: str) -> list[str]:
 
 
 def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
-    pkg = probes["0.1.0"]
+    pkg = probes[0]
     channel = channel_with(tmp_path, [pkg], "out")
 
     assert upload(monkeypatch, s3_args(moto, channel), S3_ENV) == 0
@@ -367,22 +362,43 @@ def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
 
     # indexed: the bucket's repodata lists it (served over plain HTTP, path style)
     http_channel = f"{moto['url']}/{moto['bucket']}/channel"
-    assert pkg.name in listed(get_json(f"{http_channel}/noarch/repodata.json"))
+    assert pkg.name in listed(get_json(f"{http_channel}/linux-64/repodata.json"))
     assert read_back(monkeypatch, s3_args(moto, channel), S3_ENV) == {}
     assert read_back(monkeypatch, s3_args(moto, channel), S3_ENV, "f" * 64) == {pkg.name: "served with a different sha256"}
     prefix = tmp_path / "prefix"
-    assert install_from(http_channel, prefix, tmp_path / "cache", PROBE) == [f"{PROBE}=0.1.0"]
-    assert (prefix / "share" / PROBE / "hello.txt").read_text().strip() == "probe 0.1.0"
+    assert install_from(http_channel, prefix, tmp_path / "cache", pkg) == ["causal-conv1d=1.7.0"]
+    assert (prefix / "share" / "causal-conv1d" / "id.txt").read_text() == f"{' '.join(parts(pkg))} linux-64 probe\n"
 
-    # re-runs: refused without --skip-existing, a no-op with it
+    # re-runs: refused without --skip-existing, a no-op with it, a failure for another build of the name
     assert upload(monkeypatch, s3_args(moto, channel), S3_ENV) == 1
     assert "already in" in capsys.readouterr().err
     assert upload(monkeypatch, s3_args(moto, channel, "--skip-existing"), S3_ENV) == 0
     assert "0 uploaded, 1 skipped" in capsys.readouterr().out
+    changed = changed_build(0, tmp_path)
+    assert upload(monkeypatch, s3_args(moto, changed, "--skip-existing"), S3_ENV) == 1
+    err = capsys.readouterr().err
+    assert f"error: {pkg.name} is already in s3://{moto['bucket']}/channel (endpoint {moto['url']}) with another sha256" in err
+    assert "bump build.number in recipe/causal-conv1d/recipe.yaml" in err
+    served = get_json(f"{http_channel}/linux-64/repodata.json")["packages.conda"][pkg.name]["sha256"]
+    assert served == sha256_of(pkg)
+    body = moto["client"].get_object(Bucket=moto["bucket"], Key=f"channel/linux-64/{pkg.name}")["Body"].read()
+    assert body == pkg.read_bytes()
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_s3_damaged_archive_stops_everything(damage, moto, probes, tmp_path, capsys, monkeypatch):
+    good, victim = probes[2], probes[3]
+    channel = channel_with(tmp_path, [good, victim], "out")
+    DAMAGES[damage](channel / "linux-64" / victim.name)
+    status = upload(monkeypatch, s3_args(moto, channel), S3_ENV)
+    err = capsys.readouterr().err
+    assert status == (2 if damage == "foreign package" else 1) and len(err.strip().splitlines()) == 1, err
+    keys = moto["client"].list_objects_v2(Bucket=moto["bucket"], Prefix="channel/").get("Contents", [])
+    assert not {good.name, victim.name, "numpy-2.0.0-py312_0.conda"} & {Path(k["Key"]).name for k in keys}
 
 
 def test_s3_missing_bucket_is_one_line(moto, probes, tmp_path, capsys, monkeypatch):
-    channel = channel_with(tmp_path, [probes["0.2.0"]], "out")
+    channel = channel_with(tmp_path, [probes[1]], "out")
     args = s3_args(moto, channel)
     args[args.index("--channel") + 1] = "s3://no-such-bucket/channel"
     assert upload(monkeypatch, args, S3_ENV) == 1

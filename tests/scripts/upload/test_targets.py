@@ -36,7 +36,7 @@ def test_prefix_upload_request(upload_cli, fake_server, capsys, channel):
     assert len(call.pop("package_files")) == 1
     assert call == {"url": "https://prefix.dev", "channels": "my-chan", "api_key": "pfx-secret-123",
                     "skip_existing": False, "generate_attestation": False}
-    assert ("https://prefix.dev/my-chan/noarch/repodata.json", {"Authorization": "Bearer pfx-secret-123"}) in server.urls
+    assert ("https://prefix.dev/my-chan/linux-64/repodata.json", {"Authorization": "Bearer pfx-secret-123"}) in server.urls
     out = capsys.readouterr().out
     assert "pfx-secret-123" not in out and "$PREFIX_API_KEY (****)" in out
     assert out.count("uploaded") >= 2 and "done: 2 uploaded, 0 skipped" in out
@@ -110,7 +110,7 @@ def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
     assert fn == "upload_package_to_anaconda" and len(call.pop("package_files")) == 1
     assert call == {"owner": "me", "channel": ["dev"], "api_key": "ana-secret-456", "url": "https://api.anaconda.org",
                     "force": False}
-    assert "https://conda.anaconda.org/me/label/dev/noarch/repodata.json" in [u for u, _ in server.urls]
+    assert "https://conda.anaconda.org/me/label/dev/linux-64/repodata.json" in [u for u, _ in server.urls]
     assert "ana-secret-456" not in capsys.readouterr().out
 
 
@@ -125,6 +125,6 @@ def test_artifactory_upload_request(upload_cli, fake_server, capsys, channel):
     fn, call = server.calls[0]
     assert (fn, call["url"], call["channels"], call["token"]) == (
         "upload_package_to_artifactory", "https://art.example.com/artifactory", "conda-local", "art-token-789")
-    assert ("https://art.example.com/artifactory/api/conda/conda-local/noarch/repodata.json",
+    assert ("https://art.example.com/artifactory/api/conda/conda-local/linux-64/repodata.json",
             {"Authorization": "Bearer art-token-789"}) in server.urls
     assert "art-token-789" not in capsys.readouterr().out
