@@ -17,6 +17,7 @@ from ssm_conda.console import PipelineError, UsageError
 
 if TYPE_CHECKING:
     from rattler import SparseRepoData
+    from rattler.package import IndexJson, PathsEntry
 
 DEFAULT_CHANNEL = "conda-forge"
 CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
@@ -147,3 +148,36 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _entry_problem(path: Path, entry: PathsEntry) -> str | None:
+    """What rattler's full package validation checks of one file of info/paths.json."""
+    kind = entry.path_type
+    if not (path.is_symlink() if kind.softlink else path.is_dir() if kind.directory else path.is_file()):
+        return "is missing from the payload"
+    if kind.hardlink and entry.size_in_bytes is not None and path.stat().st_size != entry.size_in_bytes:
+        return f"has {path.stat().st_size} bytes, info/paths.json says {entry.size_in_bytes}"
+    if kind.hardlink and entry.sha256 is not None and sha256_of(path) != entry.sha256.hex():
+        return "has another sha256 than info/paths.json lists"
+    return None
+
+
+def check_archive(path: Path) -> IndexJson:
+    """The index.json of an archive py-rattler unpacked completely (every member decompressed, CRCs
+    checked) whose files are all there as info/paths.json lists them; else ValueError saying why."""
+    from rattler.package import IndexJson, PathsJson
+    from rattler.package_streaming import extract
+
+    if path.stat().st_size == 0:
+        raise ValueError("empty file")
+    with tempfile.TemporaryDirectory(prefix="ssm-conda-check-") as scratch:
+        try:
+            extract(path, scratch)
+            index, paths = IndexJson.from_package_directory(scratch), PathsJson.from_package_directory(scratch)
+        except Exception as exc:  # rattler raises its own exception types
+            why = " ".join(str(exc).replace(scratch + "/", "").split())[:120]
+            raise ValueError(f"not a valid conda archive ({why})") from exc
+        for entry in paths.paths:
+            if problem := _entry_problem(Path(scratch, entry.relative_path), entry):
+                raise ValueError(f"{entry.relative_path} {problem} (damaged archive)")
+    return index

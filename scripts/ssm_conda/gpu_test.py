@@ -24,7 +24,7 @@ from pathlib import Path
 from rattler_build import Package
 from rattler_build.progress import ProgressCallback
 
-from ssm_conda.channels import DEFAULT_CHANNEL, find_packages, name_and_build_of, normalise_channel, writable_dir
+from ssm_conda.channels import DEFAULT_CHANNEL, check_archive, find_packages, name_and_build_of, normalise_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.machine import detect_compute_capabilities, virtual_package_overrides
 from ssm_conda.paths import PACKAGES
@@ -87,13 +87,12 @@ class _Echo(ProgressCallback):
 
 
 def read_package(path: Path) -> Package:
-    """The package, its archive extracted into a temporary folder that lives as long as the object."""
+    """The package, once its archive has been checked completely (a damaged one is bad input)."""
     try:
-        package = Package.from_file(path)
-        _ = package.tests  # extracts every member: a damaged payload fails here, not Package.from_file
+        check_archive(path)  # every member and file, as upload checks them (Package.from_file reads info/ alone)
+        return Package.from_file(path)
     except Exception as exc:  # a damaged archive
         raise UsageError(f"cannot read package {path}: {' '.join(str(exc).split())}") from exc
-    return package
 
 
 def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: bool, log_dir: Path | None,

@@ -1,4 +1,4 @@
-"""ssm-conda gpu-test; `tiny_package` and `damaged` make the real archives its cases (and tests/scripts) need."""
+"""ssm-conda gpu-test; `tiny_package` makes the real archives its cases (and tests/scripts) need."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import zipfile
 from pathlib import Path
 
 from tests.bad_input import Case, Context
+from tests.damaged_archives import garbage_pkg_member, no_pkg_member, truncated
 
 BUILD = "cuda130_py312_torch213_all_h0_0"
 PASSED = 'echo "============ 1 passed in 0.01s ============"'
@@ -33,22 +34,6 @@ build:
     return Path(result.packages[0])
 
 
-def damaged(package: Path, how: str) -> Path:
-    """The package archive damaged in place: "truncated" (its first 300 bytes), or "garbage-pkg" (the payload
-    member replaced by random bytes, its zip CRC valid)."""
-    data = package.read_bytes()
-    if how == "truncated":
-        package.write_bytes(data[:300])
-        return package
-    with zipfile.ZipFile(package) as original:
-        members = [(info, original.read(info)) for info in original.infolist()]
-    with zipfile.ZipFile(package, "w") as archive:
-        for info, content in members:
-            garbage = random.Random(0).randbytes(len(content))
-            archive.writestr(info, garbage if info.filename.startswith("pkg-") else content)
-    return package
-
-
 def one_package(context: Context, commands: tuple[str, ...] = (PASSED,)) -> None:
     context.values["pkg"] = str(tiny_package(context.tmp / "channel", commands=commands))
 
@@ -56,7 +41,7 @@ def one_package(context: Context, commands: tuple[str, ...] = (PASSED,)) -> None
 def damaged_second(context: Context) -> None:
     """A good causal-conv1d whose test would leave a file, and a damaged mamba-ssm after it."""
     tiny_package(context.tmp / "channel", commands=(f"touch {context.tmp}/causal-conv1d-tested", PASSED))
-    damaged(tiny_package(context.tmp / "channel", "mamba-ssm"), "garbage-pkg")
+    garbage_pkg_member(tiny_package(context.tmp / "channel", "mamba-ssm"))
 
 
 def log_dir_is_a_file(context: Context) -> None:
@@ -101,10 +86,12 @@ CASES = [
          setup=bare_file("causal-conv1d-1.7.0-x_0.conda", random.Random(1).randbytes(4096))),
     Case("gpu-test-empty-archive", ("gpu-test", "{tmp}/causal-conv1d-1.7.0-x_0.conda", NO_GPU), "cannot read package",
          setup=bare_file("causal-conv1d-1.7.0-x_0.conda")),
-    Case("gpu-test-zip-of-junk", ("gpu-test", "{tmp}/causal-conv1d-1.7.0-x_0.conda", NO_GPU), "a component is missing",
+    Case("gpu-test-zip-of-junk", ("gpu-test", "{tmp}/causal-conv1d-1.7.0-x_0.conda", NO_GPU), "not a valid conda archive",
          setup=zip_of_junk),
     Case("gpu-test-truncated-archive", ("gpu-test", "{pkg}", NO_GPU), "cannot read package",
-         setup=lambda c: c.values.update(pkg=str(damaged(tiny_package(c.tmp / "channel"), "truncated")))),
+         setup=lambda c: c.values.update(pkg=str(truncated(tiny_package(c.tmp / "channel"))))),
+    Case("gpu-test-no-pkg-member", ("gpu-test", "{pkg}", NO_GPU), "is missing from the payload",
+         setup=lambda c: c.values.update(pkg=str(no_pkg_member(tiny_package(c.tmp / "channel"))))),
     # the good package sorts first: before, its tests ran, then the damaged one stopped the run
     Case("gpu-test-damaged-after-a-good-one", ("gpu-test", "{tmp}/channel", NO_GPU), "cannot read package",
          setup=damaged_second),

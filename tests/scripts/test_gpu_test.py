@@ -12,7 +12,8 @@ from ssm_conda import cli, gpu_test
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import PACKAGES
 
-from tests.bad_input.gpu_test import BUILD, PASSED, damaged, tiny_package
+from tests.bad_input.gpu_test import BUILD, PASSED, tiny_package
+from tests.damaged_archives import garbage_pkg_member
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 
 gpu_gate = load_recipe_module("gpu_gate", SHARED_TESTS)
@@ -143,7 +144,7 @@ def test_a_package_whose_tests_passed_passes(tmp_path, capsys):
 def test_every_archive_is_read_before_the_first_test(tmp_path, capsys):
     """Before, causal-conv1d's tests ran, then the damaged mamba-ssm stopped the run and its results were not printed."""
     tiny_package(tmp_path / "channel", commands=(f"touch {tmp_path}/tested", PASSED))
-    damaged(tiny_package(tmp_path / "channel", "mamba-ssm"), "garbage-pkg")
+    garbage_pkg_member(tiny_package(tmp_path / "channel", "mamba-ssm"))
     status, out, err = gpu_test_in_process(tmp_path / "channel", capsys)
     assert status == 2 and err.startswith(f"error: cannot read package {tmp_path}/channel/noarch/mamba-ssm-1.7.0-"), err
     assert "Unknown frame descriptor" in err and len(err.splitlines()) == 1

@@ -7,19 +7,14 @@ from __future__ import annotations
 
 import functools
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rattler.package import IndexJson, PathsEntry, PathsJson
-from rattler.package_streaming import extract
-
-from ssm_conda.channels import find_packages, name_and_build_of, sha256_of
+from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import PLATFORMS, Selection, plan
 from ssm_conda.paths import PACKAGES
 from ssm_conda.selection import choose_built, without_hash
-from ssm_conda.upload.credentials import one_line
 from ssm_conda.upload.served import repodata_filenames
 
 
@@ -93,39 +88,10 @@ def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage
     return chosen
 
 
-def _entry_problem(path: Path, entry: PathsEntry) -> str | None:
-    """What rattler's full package validation checks of one file of info/paths.json."""
-    kind = entry.path_type
-    if not (path.is_symlink() if kind.softlink else path.is_dir() if kind.directory else path.is_file()):
-        return "is missing from the payload"
-    if kind.hardlink and entry.size_in_bytes is not None and path.stat().st_size != entry.size_in_bytes:
-        return f"has {path.stat().st_size} bytes, info/paths.json says {entry.size_in_bytes}"
-    if kind.hardlink and entry.sha256 is not None and sha256_of(path) != entry.sha256.hex():
-        return "has another sha256 than info/paths.json lists"
-    return None
-
-
-def unpacked(path: Path) -> IndexJson:
-    """The index.json of an archive py-rattler unpacked completely (every member decompressed, CRCs
-    checked) whose files are all there as info/paths.json lists them; else ValueError saying why."""
-    if path.stat().st_size == 0:
-        raise ValueError("empty file")
-    with tempfile.TemporaryDirectory(prefix="ssm-conda-check-") as scratch:
-        try:
-            extract(path, scratch)
-            index, paths = IndexJson.from_package_directory(scratch), PathsJson.from_package_directory(scratch)
-        except Exception as exc:  # rattler raises its own exception types
-            raise ValueError(f"not a valid conda archive ({one_line(str(exc).replace(scratch + '/', ''), 120)})") from exc
-        for entry in paths.paths:
-            if problem := _entry_problem(Path(scratch, entry.relative_path), entry):
-                raise ValueError(f"{entry.relative_path} {problem} (damaged archive)")
-    return index
-
-
 def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
     """Fill in sha256, or set `problem`; `indexed` is the local repodata's filename -> sha256."""
     try:
-        pkg.problem, index = None, unpacked(pkg.path)
+        pkg.problem, index = None, check_archive(pkg.path)
     except ValueError as exc:
         pkg.problem = str(exc)
         return

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from rattler_build import ArchiveType, assemble_package
+from ssm_conda.channels import check_archive
 from ssm_conda.matrix import Selection
 from ssm_conda.upload import archives
 
@@ -150,7 +151,7 @@ def test_a_payload_file_unlike_its_paths_json_entry_is_invalid(content, problem,
     name, version, build = rendered_name()
     path = Path(assemble_package(name, version, "linux-64", build, tmp_path, files_dir=tmp_path / "files",
                                  archive_type=ArchiveType.TarBz2).path)
-    assert archives.unpacked(path).name.normalized == name
+    assert check_archive(path).name.normalized == name
     with tarfile.open(path) as old:
         members = [(m, old.extractfile(m).read() if m.isfile() else None) for m in old.getmembers()]
     with tarfile.open(path, "w:bz2") as new:
@@ -159,7 +160,7 @@ def test_a_payload_file_unlike_its_paths_json_entry_is_invalid(content, problem,
                 data, member.size = content, len(content)
             new.addfile(member, io.BytesIO(data) if data is not None else None)
     with pytest.raises(ValueError, match=re.escape(f"{problem} (damaged archive)")):
-        archives.unpacked(path)
+        check_archive(path)
 
 
 def test_one_bad_archive_names_the_count(channel, built):
@@ -185,5 +186,5 @@ def test_the_check_is_quick_for_a_20_mb_package(tmp_path):
                            compression_level=1)
     assert Path(out.path).stat().st_size > 19_000_000
     start = time.monotonic()
-    archives.unpacked(Path(out.path))
+    check_archive(Path(out.path))
     assert time.monotonic() - start < 10
