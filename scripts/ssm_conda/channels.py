@@ -17,6 +17,7 @@ from ssm_conda.console import PipelineError, UsageError
 
 if TYPE_CHECKING:
     from rattler import SparseRepoData
+    from rattler.networking import Client
     from rattler.package import IndexJson, PathsEntry
 
 DEFAULT_CHANNEL = "conda-forge"
@@ -70,15 +71,28 @@ def normalise_channel(channel: str) -> str:
     raise UsageError(f"channel {channel!r} is not a channel name, an http(s):// or file:// URL, or an existing directory")
 
 
+def rattler_client(headers: dict[str, str] | None = None) -> Client:
+    """py-rattler's HTTP client with rattler's auth storage. A malformed auth file is bad input, not "no
+    credentials" (rattler-build reads it as none); its parser's detail may quote a token: only where is shown."""
+    from rattler.networking import AuthenticationMiddleware, Client
+
+    try:
+        return Client([AuthenticationMiddleware()], headers=headers, user_agent="ssm-conda", timeout=30)
+    except Exception as exc:  # py-rattler's AuthenticationStorageError
+        where = re.sub(r"^(failed to parse .+?): .*?((?: at line \d+ column \d+)?)$", r"\1\2", " ".join(str(exc).split()))
+        raise UsageError(f"{where}: not what rattler's auth storage holds (JSON: each host mapped to its BearerToken, "
+                         "CondaToken or BasicHTTP entry); fix it, or log in again with `rattler-build auth login`") from exc
+
+
 def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = None,
                    cache: Path | None = None) -> SparseRepoData | None:
     """One subdir's repodata as py-rattler reads it (rattler's auth storage, keyring included, and
     `headers` authenticate the request); None when the channel has no such subdir. Fetched afresh,
     unless `cache` names a directory to reuse it from."""
     from rattler import Channel, Subdir, fetch_repo_data
-    from rattler.networking import AuthenticationMiddleware, Client, FetchRepoDataOptions
+    from rattler.networking import FetchRepoDataOptions
 
-    client = Client([AuthenticationMiddleware()], headers=headers, user_agent="ssm-conda", timeout=30)
+    client = rattler_client(headers)
     options = FetchRepoDataOptions(cache_action="cache-or-fetch" if cache else "no-cache")
     with tempfile.TemporaryDirectory() as scratch:
         try:

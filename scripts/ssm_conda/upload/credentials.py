@@ -8,10 +8,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rattler.networking import AuthenticationMiddleware, Client
-
-from ssm_conda.console import UsageError
-
 _SECRETS: set[str] = set()
 AUTH_STORAGE = "rattler's auth storage ($RATTLER_AUTH_FILE, keyring, ~/.rattler/credentials.json or ~/.netrc)"
 
@@ -33,17 +29,6 @@ def one_line(text: object, limit: int = 300) -> str:
     """A message as one masked line (rattler errors span several lines)."""
     flat = " ".join(mask(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def check_auth_storage() -> None:
-    """A malformed auth file is not "no credentials": rattler-build reads it as none, py-rattler's client
-    refuses it naming the file. Its parser's detail may quote a token: only the file and where is shown."""
-    try:
-        Client([AuthenticationMiddleware()])
-    except Exception as exc:  # py-rattler's AuthenticationStorageError
-        where = re.sub(r"^(failed to parse .+?): .*?((?: at line \d+ column \d+)?)$", r"\1\2", one_line(exc))
-        raise UsageError(f"{where}: not what rattler's auth storage holds (JSON: each host mapped to its BearerToken, "
-                         "CondaToken or BasicHTTP entry); fix it, or log in again with `rattler-build auth login`") from exc
 
 
 @dataclass(frozen=True)

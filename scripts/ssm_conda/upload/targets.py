@@ -10,9 +10,10 @@ from urllib.parse import quote, urlparse
 
 import rattler_build
 
+from ssm_conda.channels import rattler_client
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage
-from ssm_conda.upload.credentials import AUTH_STORAGE, Credential, check_auth_storage, mask, register_secret
+from ssm_conda.upload.credentials import AUTH_STORAGE, Credential, mask, register_secret
 from ssm_conda.upload.served import NotFound, http_get_json, listed_in
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
@@ -75,7 +76,7 @@ class Target:
 
     # ---- credentials
     def find_credential(self) -> Credential | None:
-        check_auth_storage()
+        rattler_client()
         value = self.env.get(self.env_var)
         if value:
             return Credential(f"${self.env_var}", token=register_secret(value))
@@ -155,7 +156,7 @@ class PrefixTarget(Target):
         return join(self.args.url, self.args.channel)
 
     def find_credential(self) -> Credential | None:
-        check_auth_storage()  # rattler-build and our reads use it with trusted publishing too
+        rattler_client()  # rattler-build and our reads use it with trusted publishing too
         oidc = self.env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and self.env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
         if self.args.generate_attestation and not oidc:
             raise UsageError("--generate-attestation signs with the workflow's identity: run it in GitHub Actions "
