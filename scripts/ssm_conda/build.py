@@ -63,7 +63,7 @@ def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str],
             or not list(output_dir.glob(f"*/{v.package}-*-{v.build_string}.conda"))]
 
 
-def configure_plan(parser: argparse.ArgumentParser) -> None:
+def add_plan_options(parser: argparse.ArgumentParser) -> None:
     add_selector_arguments(parser, "build this package (repeatable; default: all, in build order) and what it needs "
                            "that the output channel lacks")
     parser.add_argument("-c", "--channel", action="append", help=f"channel to solve from (repeatable; default "
@@ -79,8 +79,14 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
                              "linux-aarch64 on linux-64 cross-compiles, as conda-forge does")
 
 
+def configure_plan(parser: argparse.ArgumentParser) -> None:
+    add_plan_options(parser)
+    parser.add_argument("--write-variants", type=Path, metavar="FILE",
+                        help="also write the selection as a variants file, for conda build / rattler-build build -m FILE")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    configure_plan(parser)
+    add_plan_options(parser)
     parser.add_argument("--output-dir", default="output", help="output channel (default: output)")
     parser.add_argument("--skip-existing", action="store_true", help="skip variants already in the output channel")
     parser.add_argument("--test", choices=["native", "skip"], default="native",
@@ -263,8 +269,37 @@ def planned(args: argparse.Namespace, selection: Selection | None = None) -> tup
     return channels, plan(selection or selection_from_args(args), overrides=overrides, target_platform=target)
 
 
+def variants_yaml(variants: Sequence[PlannedVariant]) -> str:
+    """A variants file that renders exactly these variants (`conda build -m`, `rattler-build build -m`):
+    the keys that differ between them zipped together, the rest single values."""
+    configs: list[dict[str, str]] = []
+    for variant in variants:  # the variant keys the recipe uses, less the virtual and the machine's
+        config = {k: v[0] for k, v in sorted(variant.config.items()) if not k.startswith("__") and k != "build_platform"}
+        if config not in configs:
+            configs.append(config)
+    keys = sorted({k for config in configs for k in config})
+    values = {k: [config.get(k, next(c[k] for c in configs if k in c)) for config in configs] for k in keys}
+    varying = [k for k in keys if len(set(values[k])) > 1]
+    data: dict[str, object] = {k: values[k] if k in varying else values[k][:1] for k in keys}
+    if varying:
+        data["zip_keys"] = [varying]
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
+    if path.is_dir() or not path.parent.is_dir():
+        raise UsageError(f"--write-variants {path}: name a file in an existing folder")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(variants_yaml(variants))
+    partial.replace(path)  # never half a file under the name
+    print(f"wrote {path} ({len(variants)} variant(s)): conda build recipe/PACKAGE -m {path}, or rattler-build build -m")
+
+
 def run_plan(args: argparse.Namespace) -> int:
-    print_plan(planned(args)[1])
+    variants = planned(args)[1]
+    print_plan(variants)
+    if args.write_variants:
+        write_variants(args.write_variants, variants)
     return 0
 
 

@@ -4,6 +4,8 @@ file is missing. A `plan --write-variants` file makes it render exactly the sele
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from ssm_conda.matrix import load_variant_files
@@ -39,3 +41,19 @@ def test_without_a_variants_file_conda_build_says_one_is_needed(conda, package):
     result = conda.run("render", str(RECIPES_DIR / package), cwd=REPO_ROOT, check=False)
     assert result.returncode != 0
     assert "missing or incorrect variant file configuration" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("selection", [
+    pytest.param(("--cuda", "13.0", "--python", "3.12", "--torch", "2.13", "--generation", "sm90"), id="one variant"),
+    pytest.param(("--cuda", "13.0", "--torch", "2.12"), id="every Python and generation of a torch"),
+    pytest.param(("--python", "3.11", "--torch", "2.13", "--generation", "all"), id="both CUDA files"),
+])
+def test_plan_writes_a_variants_file_conda_build_renders_exactly(conda, tmp_path, capsys, selection):
+    from ssm_conda import cli
+
+    written = tmp_path / "selection.yaml"
+    assert cli.main(["plan", *selection, "--write-variants", str(written)]) == 0
+    planned = {line.split()[-1] for line in capsys.readouterr().out.splitlines() if re.search(r"_h[0-9a-f]{7}_0$", line)}
+    assert planned
+    for package in PACKAGES:
+        assert set(conda_render(conda, package, "-m", str(written))) == {b for b in planned}
