@@ -139,6 +139,14 @@ def machine_generation(facts: Facts, vfile: VariantFile, channel: str,
                                  f"{vfile.display_path} has no generation build for its oldest GPU ({caps[0]})")]
     text = (f"the {generation} build ({archs}) is this machine's: its oldest GPU is {caps[0]} (__cuda_arch); "
             "conda needs the nvidia-virtual-packages plugin or CONDA_OVERRIDE_CUDA_ARCH (in the command) to see it")
+    if facts.conda is not None:
+        reported = facts.conda.virtual.get("__cuda_arch")
+        text = (f"the {generation} build ({archs}) is this machine's, and conda {facts.conda.version} reports "
+                f"__cuda_arch={reported}: it takes the build of that GPU" if reported else
+                f"the {generation} build ({archs}) is this machine's (oldest GPU {caps[0]}), but conda "
+                f"{facts.conda.version} reports no __cuda_arch: it installs the all-architecture build (larger, "
+                "the same kernels) unless told (CONDA_OVERRIDE_CUDA_ARCH, in the command); `conda install -n base -c "
+                "conda-forge nvidia-virtual-packages` makes it see the GPU")
     if facts.env.kind == "pixi" and not facts.env.this_project:
         text = (f"the {generation} build ({archs}) is this machine's (oldest GPU {caps[0]}): pixi takes it where the "
                 f"workspace declares the GPU (pixi 0.71+: cuda = {{ driver = \"{vfile.cuda}\", arch = \"{caps[0]}\" }} "
@@ -171,7 +179,8 @@ def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CH
              else f"--generation {ALL_ARCHS}" if arch_arg == ALL_ARCHS else f"--arch {shlex.quote(arch_arg)}")
     build = (f"ssm-conda build {'' if package == PACKAGE else f'--package {package} '}--cuda {vfile.cuda} "
              f"--python {target.python} --torch {target.torch} {archs}")
-    cuda_arch = facts.compute_caps[0] if pinned and pinned != ALL_ARCHS else None
+    told = facts.conda is not None and "__cuda_arch" in facts.conda.virtual  # conda sees the GPU by itself
+    cuda_arch = facts.compute_caps[0] if pinned and pinned != ALL_ARCHS and not told else None
     install = (install_commands(facts, vfile.cuda, build_string, channel, version, target.python, package, cuda_arch)
                if packaged else [])
     return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,

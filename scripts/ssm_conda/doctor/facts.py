@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -97,6 +98,12 @@ class EnvInfo:
     this_project: bool = False  # the pixi workspace is this packaging repository
 
 
+@dataclass(frozen=True)
+class CondaInfo:  # the conda on PATH: what `conda info --json` reports
+    version: str
+    virtual: dict[str, str]  # virtual package -> version: __cuda 13.0, __cuda_arch 9.0 (the plugin's)
+
+
 @dataclass
 class Facts:
     driver: DriverInfo
@@ -104,6 +111,7 @@ class Facts:
     env: EnvInfo
     conda_override_cuda: str | None = None
     platform: str = TARGET_PLATFORM  # conda's name of this machine's platform: whose packages it installs
+    conda: CondaInfo | None = None  # None: no conda found
 
     @property
     def compute_caps(self) -> list[str]:
@@ -191,11 +199,23 @@ def detect_env(environ: Mapping[str, str], interpreter_prefix: str | None) -> En
     return EnvInfo(None)
 
 
+def conda_info(environ: Mapping[str, str]) -> CondaInfo | None:
+    """The conda on PATH (or $CONDA_EXE), asked for its virtual packages; None where there is none or it fails."""
+    executable = environ.get("CONDA_EXE") or (shutil.which("conda", path=environ["PATH"]) if environ.get("PATH") else None)
+    try:
+        data = json.loads(subprocess.run([executable, "info", "--json"], capture_output=True, text=True, timeout=60,
+                                         env=dict(environ)).stdout) if executable else None
+        return CondaInfo(str(data["conda_version"]), {v[0]: v[1] for v in data["virtual_pkgs"]}) if data else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
 @dataclass
 class Probes:  # where facts come from; tests replace any of these
     driver: Callable[[], DriverInfo] = driver_info
     interpreter: Callable[[str, bool], InterpreterInfo] = probe_interpreter
     conda_records: Callable[[str | None], dict[str, tuple[str, str]]] = conda_records
+    conda: Callable[[Mapping[str, str]], CondaInfo | None] = conda_info
     platform: str = TARGET_PLATFORM
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -212,4 +232,4 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
         version, build = records[name]
         setattr(interp, attr, replace(getattr(interp, attr) or InstalledDist(version, "conda"), conda_build=build))
     return Facts(probes.driver(), interp, env, probes.environ.get("CONDA_OVERRIDE_CUDA") or None,
-                 probes.platform)
+                 probes.platform, probes.conda(probes.environ))

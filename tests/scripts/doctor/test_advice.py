@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from ssm_conda.doctor import advice as adv
 from ssm_conda.doctor.advice import advise
-from ssm_conda.doctor.facts import EnvInfo, InstalledDist
+from ssm_conda.doctor.facts import CondaInfo, EnvInfo, InstalledDist, conda_info
 from ssm_conda.doctor.report import render_text
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import generation_gates, load_variant_files
@@ -214,6 +215,35 @@ def test_doctor_recommends_the_generation_of_the_oldest_gpu(gpus, generation) ->
     if generation != "all":
         assert advice.build[0].endswith(f"--generation {generation}")
     assert f"GPU generation {generation}" in render_text(facts, advice)
+
+
+@pytest.mark.parametrize(("conda", "says", "override"), [
+    pytest.param(CondaInfo("26.7.1", {"__cuda": "13.0", "__cuda_arch": "9.0"}), "conda 26.7.1 reports __cuda_arch=9.0",
+                 "", id="the plugin: conda takes the generation by itself"),
+    pytest.param(CondaInfo("26.7.1", {"__cuda": "13.0"}), "reports no __cuda_arch: it installs the all-architecture",
+                 "CONDA_OVERRIDE_CUDA_ARCH=9.0 ", id="no plugin: the all build unless told"),
+])
+def test_doctor_says_whether_conda_reports_the_gpu(conda: CondaInfo, says: str, override: str) -> None:
+    facts = replace(make_facts(torch=conda_torch("2.13.0", "13.0")), conda=conda)
+    advice = advise(facts, FILES, channel="my-channel", version="1.7.0", gates=REAL_GATES)
+    assert advice.generation == "sm90"
+    assert any(says in n for n in advice.notes), advice.notes
+    assert "nvidia-virtual-packages" in " ".join(advice.notes) or not override
+    assert advice.install == [f'{override}conda install -c my-channel -c conda-forge '
+                              '"causal-conv1d=1.7.0=cuda130_py312_torch213_sm90_*"']
+
+
+def test_conda_info_reads_what_conda_reports(tmp_path) -> None:
+    """A stand-in `conda` on PATH answering `info --json` as conda 26.7.1 does; a broken one is no conda."""
+    fake = tmp_path / "conda"
+    fake.write_text('#!/bin/sh\necho \'{"conda_version": "26.7.1", "virtual_pkgs": [["__cuda", "13.0", "0"], '
+                    '["__cuda_arch", "9.0", "0"], ["__glibc", "2.36", "0"]]}\'\n')
+    fake.chmod(0o755)
+    assert conda_info({"PATH": str(tmp_path)}) == CondaInfo("26.7.1", {"__cuda": "13.0", "__cuda_arch": "9.0",
+                                                                         "__glibc": "2.36"})
+    fake.write_text("#!/bin/sh\necho not json\n")
+    assert conda_info({"PATH": str(tmp_path)}) is None
+    assert conda_info({"PATH": str(tmp_path / "nowhere")}) is None
 
 
 def test_pixi_lets_the_workspace_choose_the_generation() -> None:

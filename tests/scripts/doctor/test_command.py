@@ -49,7 +49,7 @@ def test_real_machine_json_is_all_of_stdout() -> None:
     data = json.loads(result.stdout)  # nothing else on stdout, even with -v
     assert "driver facts from:" in result.stderr
     assert data["schema"] == SCHEMA and set(data) == {"schema", "facts", "advice"}
-    assert set(data["facts"]) == {"driver", "interpreter", "env", "conda_override_cuda", "platform"}
+    assert set(data["facts"]) == {"driver", "interpreter", "env", "conda_override_cuda", "platform", "conda"}
     assert set(data["facts"]["driver"]) == {"version", "cuda", "gpus", "sources", "errors"}
     assert data["facts"]["interpreter"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert set(data["advice"]) == ADVICE_KEYS
