@@ -78,6 +78,7 @@ def test_pixi_conda_build_solves_without_the_gpu_it_builds_for():
     sets both overrides in front of each conda-build call, from its arguments."""
     task = PIXI["feature"]["conda-build"]["tasks"]["conda-build"]
     assert [a["arg"] for a in task["args"]] == ["variants", "cuda", "cuda_arch"]
+    assert "default" not in task["args"][0]  # a selection (plan --write-variants), never a whole variants/ file
     calls = task["cmd"].split("&&")
     assert len(calls) == 2
     for call in calls:
