@@ -67,9 +67,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--oldest {args.oldest!r} is not a pytorch minor; accepted: X.Y, e.g. 2.12")
     channel = normalise_channel(args.channel)
     platforms = tuple(args.platform or PLATFORMS)
+    files = load_variant_files(args.variants_dir)  # bad files before any download
+    if not files:
+        raise UsageError(f"no variant files (*.yaml) in {args.variants_dir}")
     available = cuda_minors(channel, platforms)
     changes: dict[Path, str] = {}
-    for vfile in load_variant_files(args.variants_dir):
+    for vfile in files:
         cuda = vfile.cuda.replace(".", "")
         oldest = version_key(args.oldest or min(vfile.torches, key=version_key))
         minors = sorted((m for m in available.get(cuda, ()) if version_key(m) >= oldest), key=version_key)

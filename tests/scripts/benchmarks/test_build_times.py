@@ -1,39 +1,10 @@
-"""ssm-conda-dev bench-build: bad input fails before any build starts (the benchmark itself is real builds)."""
+"""ssm-conda-dev bench-build (its bad input: tests/bad_input/bench_build.py; the benchmark itself is real builds)."""
 
 import argparse
 import subprocess
 from pathlib import Path
 
 import pytest
-from ssm_conda import cli
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["cache", "--channel", "/no/such/channel"], "error: no such channel directory: /no/such/channel"),
-        (["cache", "--channel", "conda-forge", "--python-b", "3"], "error: unknown Python version '3'"),
-        (["archs", "--channel", "conda-forge", "--cuda", "11.8"], "error: unknown CUDA version '11.8'"),
-        (["archs", "--channel", "conda-forge", "--arch", "sm_90"], "error: unknown architecture 'sm_90'"),
-        (["generations", "--channel", "conda-forge", "--cuda", "12.9"],
-         "error: --cuda 12.9: its variant file does not split by GPU generation"),
-        (["generations", "--channel", "conda-forge", "--baseline-mb", "0"], "error: --baseline-mb 0.0: give the size"),
-        (["cache", "--channel", "conda-forge", "--package", "flash-attn"],
-         "error: ssm-conda-dev bench-build: argument --package"),
-        (["lineinfo", "--channel", "conda-forge", "--generation", "sm100"],
-         "error: --generation 'sm100': accepted for CUDA 13.0: all, sm8x, sm90, sm10x, sm12x"),
-        (["generations", "lineinfo", "--channel", "conda-forge", "--cuda", "12.9"],
-         "error: --cuda 12.9: its variant file does not split by GPU generation"),
-        (["lineinfo", "--channel", "conda-forge", "--keep-dir", "README.md"],
-         "error: --keep-dir README.md: not an empty directory"),
-        (["lineinfo", "--channel", "conda-forge", "--keep-dir", "scripts"], "error: --keep-dir scripts: not an empty directory"),
-    ],
-)
-def test_bad_input_exits_2_before_building(args, message, capsys):
-    assert cli.dev_main(["bench-build", *args]) == 2
-    out, err = capsys.readouterr()
-    assert err.startswith(message) and err.count("\n") == 1, err
-    assert "==" not in out  # no build was started
 
 
 def test_report_prints_every_ratio_and_writes_the_figures(tmp_path, capsys):
