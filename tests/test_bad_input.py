@@ -56,3 +56,9 @@ def test_bad_input_is_one_line_and_writes_nothing(case: Case, tmp_path, monkeypa
     assert status == case.status, (status, lines[0])
     assert not changed(before, after, case.may_write), changed(before, after, case.may_write)
     assert os.getcwd() == str(tmp_path)
+
+
+def test_docs_count_the_cases():
+    from ssm_conda.paths import REPO_ROOT
+
+    assert f"module per subcommand: {len(CASES)} cases)" in (REPO_ROOT / "docs" / "testing.md").read_text()
