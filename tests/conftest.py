@@ -1,4 +1,5 @@
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,13 @@ def standin_aarch64(standin) -> Path:
     from tests.standin_channel import add_aarch64
 
     return add_aarch64(standin)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def workspace_is_this_checkout():
+    """In-process commands find this checkout wherever a test runs them from (a temporary folder, too)."""
+    from ssm_conda.cli import WORKSPACE_ENV
+    from ssm_conda.paths import choose_workspace
+
+    os.environ[WORKSPACE_ENV] = str(REPO_ROOT)  # and the commands tests run as subprocesses
+    choose_workspace(REPO_ROOT)

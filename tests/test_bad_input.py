@@ -59,6 +59,6 @@ def test_bad_input_is_one_line_and_writes_nothing(case: Case, tmp_path, monkeypa
 
 
 def test_docs_count_the_cases():
-    from ssm_conda.paths import REPO_ROOT
+    from tests.repo import REPO_ROOT
 
     assert f"module per subcommand: {len(CASES)} cases)" in (REPO_ROOT / "docs" / "testing.md").read_text()

@@ -5,7 +5,8 @@ import subprocess
 import tomllib
 
 from packaging.requirements import Requirement
-from ssm_conda.paths import REPO_ROOT
+
+from tests.repo import REPO_ROOT
 
 PIXI = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())

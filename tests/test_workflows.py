@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 from ssm_conda import cli
-from ssm_conda.paths import REPO_ROOT, VARIANTS_DIR, cache_dir
+from ssm_conda.paths import cache_dir
 
 from tests.github_expressions import evaluate, truthy
+from tests.repo import REPO_ROOT, VARIANTS_DIR
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 BUILD = yaml.safe_load((WORKFLOWS / "build.yml").read_text())

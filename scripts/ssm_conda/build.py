@@ -33,7 +33,8 @@ from ssm_conda.channels import DEFAULT_CHANNEL, channel_repodata, index_channel,
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import PLATFORMS, TARGET_PLATFORM, PlannedVariant, Selection, plan
-from ssm_conda.paths import NEEDS, PACKAGES, cache_dir
+from ssm_conda.paths import cache_dir, workspace
+from ssm_conda.project import NAMES, package
 from ssm_conda.selection import add_selector_arguments, selection_from_args
 
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s
 def with_needs(selection: Selection) -> Selection:
     """The selection plus every package a selected one needs (skip_present_needs then drops the
     variants of those that the output channel has already)."""
-    needed = {n for p in selection.packages for n in NEEDS.get(p, ()) if n not in selection.packages}
-    return replace(selection, packages=tuple(p for p in PACKAGES if p in needed or p in selection.packages))
+    needed = {n for p in selection.packages for n in package(p).needs if n not in selection.packages}
+    return replace(selection, packages=tuple(p for p in NAMES if p in needed or p in selection.packages))
 
 
 def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str], output_dir: Path) -> list[PlannedVariant]:
@@ -87,7 +88,7 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)
-    parser.add_argument("--output-dir", default="output", help="output channel (default: output)")
+    parser.add_argument("--output-dir", type=Path, help="output channel (default: the workspace's output/)")
     parser.add_argument("--skip-existing", action="store_true", help="skip variants already in the output channel")
     parser.add_argument("--test", choices=["native", "skip"], default="native",
                         help="run the recipe's test section after each build (default: native)")
@@ -304,7 +305,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    output_dir = Path(args.output_dir).resolve()
+    output_dir = (args.output_dir or workspace() / "output").resolve()
     requested = selection_from_args(args).packages
     channels, variants = planned(args, with_needs(selection_from_args(args)))
     variants = skip_present_needs(variants, requested, output_dir)

@@ -21,7 +21,8 @@ from pathlib import Path
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import UsageError, human_duration, print_table
 from ssm_conda.matrix import PLATFORMS, Selection, VariantFile, load_variant_files, plan
-from ssm_conda.paths import PACKAGES, VARIANTS_DIR
+from ssm_conda.paths import variants_dir
+from ssm_conda.project import NAMES as PACKAGES
 
 # Measured on 2 cores against the stand-in channel, CUDA 13.0 (docs/ci.md says how to reproduce them):
 COLD_S = {"causal-conv1d": 356, "mamba-ssm": 419}  # the first Python, empty cache, sm90 (one architecture)
@@ -52,11 +53,11 @@ class Job:
     cached_minutes: int  # every compile from the last run's cache (a recipe-only change)
 
 
-def jobs(directory: Path = VARIANTS_DIR, platforms: tuple[str, ...] = PLATFORMS) -> list[Job]:
+def jobs(directory: Path | None = None, platforms: tuple[str, ...] = PLATFORMS) -> list[Job]:
     found = []
     for platform in platforms:
         if not (files := load_variant_files(directory, platform)):
-            raise UsageError(f"no variant files (*.yaml) in {directory}")
+            raise UsageError(f"no variant files (*.yaml) in {directory or variants_dir()}")
         found += platform_jobs(files, platform)
     return found
 
@@ -90,12 +91,12 @@ def print_durations(found: list[Job]) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants-dir", default=str(VARIANTS_DIR), help="default: variants/")
+    parser.add_argument("--variants-dir", type=Path, help="default: the workspace's variants/")
     parser.add_argument("--durations", action="store_true", help="print each job's expected time instead of JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    found = jobs(Path(args.variants_dir))
+    found = jobs(args.variants_dir)
     if args.durations:
         print_durations(found)
         return 0

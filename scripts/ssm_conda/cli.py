@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ssm_conda.console import ArgumentParser, exit_without_finalizing, run_cli
+from ssm_conda.paths import choose_workspace
+
+WORKSPACE_ENV = "SSM_CONDA_WORKSPACE"
 
 
 @dataclass(frozen=True)
@@ -53,9 +58,13 @@ DEV_COMMANDS = (
 )
 
 
-def _verbose(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument("-v", "--verbose", action="store_true", default=default,
+def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """-v and --workspace, before or after the command name."""
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS if suppress else False,
                         help="more output (full logs, every step)")
+    parser.add_argument("--workspace", type=Path, metavar="DIR", default=argparse.SUPPRESS if suppress else None,
+                        help=f"the checkout holding recipe/ and variants/ (default: ${WORKSPACE_ENV}, else the "
+                             "nearest one at or above the current directory)")
 
 
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
@@ -65,14 +74,14 @@ def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMAND
     parser = ArgumentParser(prog="ssm-conda-dev" if dev else "ssm-conda",
                             description="ssm-conda-dev: the tools for developing causal-conv1d-conda." if dev else __doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    _verbose(parser, False)
+    _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = next((a for a in argv if any(c.name == a for c in commands)), None)
     for command in commands:
         child = sub.add_parser(command.name, help=command.help,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         # SUPPRESS: a -v given before the command name is not reset by the subcommand's default
-        _verbose(child, argparse.SUPPRESS)
+        _common(child, suppress=True)
         child.set_defaults(_command=command)
         if command.name == wanted:
             module = importlib.import_module(command.module)
@@ -91,6 +100,9 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = COMMAN
 
     def dispatch(args: Sequence[str] | None) -> int:
         parsed = parse_args(args, commands)
+        chosen = parsed.workspace or os.environ.get(WORKSPACE_ENV)
+        if chosen:
+            choose_workspace(Path(chosen))
         command: Command = parsed._command
         return getattr(importlib.import_module(command.module), command.run)(parsed)
 

@@ -27,7 +27,7 @@ from rattler_build.progress import ProgressCallback
 from ssm_conda.channels import DEFAULT_CHANNEL, check_archive, find_packages, name_and_build_of, normalise_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.machine import detect_compute_capabilities, virtual_package_overrides
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
 
 # What every package's test section prints (recipe/shared/tests/gpu_gate.py, Gate.skip_marker and

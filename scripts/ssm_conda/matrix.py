@@ -17,7 +17,8 @@ from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recip
 from ssm_conda.archs import ArchListError, parse_arch_list, resolve_arch_option, version_key
 from ssm_conda.console import UsageError, one_of
 from ssm_conda.machine import detect_compute_capabilities
-from ssm_conda.paths import PACKAGES, VARIANTS_DIR, recipe_of
+from ssm_conda.paths import recipe_of, variants_dir
+from ssm_conda.project import NAMES as PACKAGES
 
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
@@ -115,7 +116,8 @@ def read_variant_file(path: Path, target_platform: str = TARGET_PLATFORM) -> Var
     return vfile
 
 
-def load_variant_files(directory: Path = VARIANTS_DIR, target_platform: str = TARGET_PLATFORM) -> list[VariantFile]:
+def load_variant_files(directory: Path | None = None, target_platform: str = TARGET_PLATFORM) -> list[VariantFile]:
+    directory = directory or variants_dir()
     if not directory.is_dir():
         raise UsageError(f"variant files: no such directory: {directory}")
     files = [read_variant_file(p, target_platform) for p in sorted(directory.glob("*.yaml"))]

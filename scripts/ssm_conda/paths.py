@@ -1,25 +1,52 @@
-"""Where things are: the repository's recipe and variant files, and the cache outside any clone."""
+"""Where things are: the workspace (the checkout holding recipe/ and variants/, found from the current
+directory upwards as git and pixi find theirs, or named by --workspace), and the cache outside any clone."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RECIPES_DIR = REPO_ROOT / "recipe"  # one folder per package, and shared/ for what they share
-# Build order: a package comes after the packages it needs (mamba-ssm calls causal_conv1d).
-PACKAGES = ("causal-conv1d", "mamba-ssm")
-NEEDS = {"mamba-ssm": ("causal-conv1d",)}
-VARIANTS_DIR = REPO_ROOT / "variants"
+from ssm_conda.console import UsageError
+
+_chosen: Path | None = None  # --workspace, or $SSM_CONDA_WORKSPACE: set once by the command line
+
+
+def is_workspace(folder: Path) -> bool:
+    return (folder / "variants").is_dir() and any((folder / "recipe").glob("*/recipe.yaml"))
+
+
+def choose_workspace(folder: Path | None) -> None:
+    """The workspace the command line names (None: found from the current directory when first needed)."""
+    global _chosen
+    if folder is not None and not is_workspace(folder.expanduser().resolve()):
+        raise UsageError(f"--workspace {folder}: not a causal-conv1d-conda checkout (no recipe/*/recipe.yaml and variants/)")
+    _chosen = folder.expanduser().resolve() if folder is not None else None
+
+
+def workspace() -> Path:
+    if _chosen is not None:
+        return _chosen
+    here = Path.cwd().resolve()
+    found = next((folder for folder in (here, *here.parents) if is_workspace(folder)), None)
+    if found is None:
+        raise UsageError(f"no causal-conv1d-conda checkout in {here} or above it (a folder holding recipe/ and variants/): "
+                         "run this inside one, or pass --workspace DIR")
+    return found
+
+
+def recipes_dir() -> Path:
+    return workspace() / "recipe"
+
+
+def variants_dir() -> Path:
+    return workspace() / "variants"
 
 
 def recipe_of(package: str) -> Path:
-    return RECIPES_DIR / package / "recipe.yaml"
+    return recipes_dir() / package / "recipe.yaml"
 
 
 def cache_dir() -> Path:
     """Where downloads and other expensive results live, outside any clone."""
     root = os.environ.get("SSM_CONDA_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
     return Path(root)
-
-

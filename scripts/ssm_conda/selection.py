@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ssm_conda.matrix import Selection, VariantFile, plan
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 
 T = TypeVar("T")
 # rattler-build's hash and build number at the end of a build string (the recipes' build.string)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from ssm_conda.paths import VARIANTS_DIR
-
 from tests.bad_input import Case, Context
+from tests.repo import VARIANTS_DIR
 
 
 def variants_copy(context: Context) -> None:

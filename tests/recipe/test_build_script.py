@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ssm_conda.paths import RECIPES_DIR, recipe_of
+from ssm_conda.paths import recipe_of
+
+from tests.repo import RECIPES_DIR
 
 CAUSAL_CONV1D_DIR = recipe_of("causal-conv1d").parent
 

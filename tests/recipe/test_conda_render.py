@@ -9,10 +9,11 @@ import re
 import pytest
 import yaml
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import PACKAGES, RECIPES_DIR, REPO_ROOT
+from ssm_conda.project import NAMES as PACKAGES
 
 from tests.conda_client import Conda, conda_python
 from tests.rendered import whole_matrix
+from tests.repo import RECIPES_DIR, REPO_ROOT
 
 
 @pytest.fixture(scope="module")

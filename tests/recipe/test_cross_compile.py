@@ -8,7 +8,7 @@ import platform
 
 import pytest
 from ssm_conda.matrix import Selection, plan
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 
 CROSS = ["cross-python_linux-aarch64", "python", "pytorch 2.13.* cuda*"]
 

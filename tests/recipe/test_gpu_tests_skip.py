@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from ssm_conda.paths import RECIPES_DIR
 
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
+from tests.repo import RECIPES_DIR
 
 gpu_gate = load_recipe_module("gpu_gate", SHARED_TESTS)
 pytestmark = pytest.mark.skipif(

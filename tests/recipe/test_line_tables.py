@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ssm_conda.dev.sdist import unpack_patched
 from ssm_conda.matrix import Selection, plan
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 
 from tests.recipe.setup_py import fake_nvcc, run_setup, write_torch_stub
 

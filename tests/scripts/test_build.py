@@ -14,12 +14,12 @@ from ssm_conda import build, channels, cli
 from ssm_conda.channels import index_channel
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
-from ssm_conda.paths import REPO_ROOT
 
 from tests.bad_input import read_only
 from tests.bad_input.build import ONE
 from tests.bad_input.gpu_test import tiny_package
 from tests.rendered import whole_matrix
+from tests.repo import REPO_ROOT
 
 
 def run_cli(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:

@@ -10,10 +10,11 @@ from collections import Counter
 import pytest
 import yaml
 from ssm_conda import ci_matrix, cli
-from ssm_conda.paths import PACKAGES, VARIANTS_DIR
+from ssm_conda.project import NAMES as PACKAGES
 
 from tests.bad_input.ci_matrix import VALID
 from tests.rendered import whole_matrix
+from tests.repo import VARIANTS_DIR
 
 
 @pytest.mark.parametrize(("platform", "prefix"), [("linux-64", ""), ("linux-aarch64", "aarch64-")])

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from ssm_conda.paths import REPO_ROOT
+from tests.repo import REPO_ROOT
 
 
 def test_exit_without_finalizing_flushes_and_keeps_the_status():

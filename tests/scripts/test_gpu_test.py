@@ -10,7 +10,7 @@ import pytest
 from rattler_build import Package
 from ssm_conda import cli, gpu_test
 from ssm_conda.machine import detect_compute_capabilities
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 
 from tests.bad_input.gpu_test import BUILD, PASSED, tiny_package
 from tests.damaged_archives import garbage_pkg_member

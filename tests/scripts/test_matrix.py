@@ -6,7 +6,7 @@ import pytest
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, Selection, load_variant_files, plan, select
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 
 from tests.rendered import whole_matrix
 

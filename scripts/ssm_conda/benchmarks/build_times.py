@@ -42,7 +42,7 @@ from ssm_conda.console import PipelineError, UsageError, human_duration, human_s
 from ssm_conda.dev import subcommand
 from ssm_conda.dev.solving import solve_for_machine
 from ssm_conda.matrix import ALL_ARCHS, Selection, load_variant_files, select
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 
 H100 = "9.0"  # the __cuda_arch of the machine `generations` asks the solver about
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from ssm_conda.channels import sha256_of
 from ssm_conda.console import PipelineError
 from ssm_conda.matrix import rendered_recipe
-from ssm_conda.paths import PACKAGES, cache_dir, recipe_of
+from ssm_conda.paths import cache_dir, recipe_of
+from ssm_conda.project import NAMES as PACKAGES
 
 
 def recipe_source(package: str = PACKAGES[0]) -> dict:

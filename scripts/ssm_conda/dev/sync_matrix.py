@@ -21,7 +21,7 @@ from ssm_conda.archs import version_key
 from ssm_conda.channels import DEFAULT_CHANNEL, fetch_repodata, normalise_channel
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.matrix import PLATFORMS, TORCH_RE, VariantFile, load_variant_files
-from ssm_conda.paths import VARIANTS_DIR, cache_dir
+from ssm_conda.paths import cache_dir
 
 CUDA_BUILD_RE = re.compile(r"cuda(\d+)_")  # conda-forge's pytorch build strings start so; CPU ones with cpu_
 PYTORCH_LIST_RE = re.compile(r'^pytorch:[ \t]*\n((?:[ \t]+-[ \t]*"?[\w.]+"?[ \t]*\n)+)', re.M)
@@ -58,7 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", choices=PLATFORMS,
                         help="platform whose builds count (repeatable; default: linux-64 and linux-aarch64)")
     parser.add_argument("--oldest", help="the oldest minor to keep (default: each file's oldest)")
-    parser.add_argument("--variants-dir", type=Path, default=VARIANTS_DIR, help="default: variants/")
+    parser.add_argument("--variants-dir", type=Path, help="default: the workspace's variants/")
     parser.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
 
 

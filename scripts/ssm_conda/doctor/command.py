@@ -22,14 +22,14 @@ from ssm_conda.doctor.advice import FALLBACK_VERSIONS, advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
 from ssm_conda.matrix import generation_gates, load_variant_files, rendered_recipe
-from ssm_conda.paths import PACKAGES, REPO_ROOT, VARIANTS_DIR
-
-LOCAL_CHANNEL = REPO_ROOT / "output"  # `ssm-conda build`'s default --output-dir, run from the checkout
+from ssm_conda.paths import variants_dir, workspace
+from ssm_conda.project import NAMES as PACKAGES
 
 
 def default_channel() -> str:
     """The build's output channel once it holds an index, else the public channel."""
-    return str(LOCAL_CHANNEL) if any(LOCAL_CHANNEL.glob("*/repodata.json")) else DEFAULT_CHANNEL
+    local = workspace() / "output"  # `ssm-conda build`'s default --output-dir
+    return str(local) if any(local.glob("*/repodata.json")) else DEFAULT_CHANNEL
 
 
 def package_version(package: str) -> str:
@@ -45,11 +45,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interpreter", default=sys.executable, metavar="PATH",
                         help="Python of the environment to check (default: the one running ssm-conda)")
     parser.add_argument("--channel", default=None,
-                        help=f"channel to install from (default: {LOCAL_CHANNEL.name}/ when `ssm-conda build` has "
+                        help=f"channel to install from (default: output/ when `ssm-conda build` has "
                         f"filled it, else {DEFAULT_CHANNEL})")
     parser.add_argument("--package", choices=PACKAGES, help="the package to install (default: mamba-ssm when it is "
                         "installed, else causal-conv1d)")
-    parser.add_argument("--variants-dir", type=Path, default=VARIANTS_DIR, help="variant files (default: variants/)")
+    parser.add_argument("--variants-dir", type=Path, help="variant files (default: the workspace's variants/)")
     parser.add_argument("--no-import", action="store_true", help="read torch's metadata only, do not import it")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout instead of the table")
 
@@ -70,6 +70,7 @@ def _channel(value: str) -> str:
 def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
     interpreter = _interpreter(args.interpreter)
     channel = _channel(args.channel) if args.channel else default_channel()
+    args.variants_dir = args.variants_dir or variants_dir()
     if not args.variants_dir.is_dir():
         raise UsageError(f"--variants-dir {str(args.variants_dir)!r}: no such directory")
     facts = gather_facts(interpreter, probes, import_torch=not args.no_import)

@@ -18,7 +18,7 @@ from typing import Any
 from ssm_conda.archs import version_key
 from ssm_conda.machine import DriverInfo, driver_info
 from ssm_conda.matrix import TARGET_PLATFORM
-from ssm_conda.paths import REPO_ROOT
+from ssm_conda.paths import is_workspace
 
 PACKAGE = "causal-conv1d"
 DIST_FIELDS = {"causal-conv1d": "causal_conv1d", "mamba-ssm": "mamba_ssm"}  # conda name -> InterpreterInfo field
@@ -184,7 +184,7 @@ def detect_env(environ: Mapping[str, str], interpreter_prefix: str | None) -> En
     prefix, pixi_root = environ.get("CONDA_PREFIX"), environ.get("PIXI_PROJECT_ROOT")
     active_here = _same_prefix(prefix, interpreter_prefix)
     if (pixi_root or environ.get("PIXI_ENVIRONMENT_NAME")) and active_here:
-        this_project = bool(pixi_root) and Path(pixi_root).resolve() == REPO_ROOT.resolve()
+        this_project = bool(pixi_root) and is_workspace(Path(pixi_root))
         return EnvInfo("pixi", environ.get("PIXI_ENVIRONMENT_NAME", "default"), prefix,
                        environ.get("PIXI_PROJECT_MANIFEST") or pixi_root, this_project)
     if prefix and active_here:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
 from ssm_conda.matrix import PLATFORMS, Selection, plan
-from ssm_conda.paths import PACKAGES
+from ssm_conda.project import NAMES as PACKAGES
 from ssm_conda.selection import choose_built, without_hash
 from ssm_conda.upload.served import repodata_filenames
 

@@ -26,6 +26,7 @@ from typing import NoReturn
 import rattler_build
 
 from ssm_conda.console import Outcome, PipelineError, human_size, print_summary, print_table
+from ssm_conda.paths import workspace
 from ssm_conda.selection import selection_from_args
 from ssm_conda.upload.archives import LocalPackage, check_all, invalid_message, select_packages
 from ssm_conda.upload.credentials import one_line
@@ -38,7 +39,7 @@ Outcomes = dict[str, Outcome]  # filename -> its row in the summary
 
 def run(args: argparse.Namespace) -> int:
     target = TARGET_CLASSES[args.target](args, dict(os.environ))
-    output_dir = Path(args.output_dir).resolve()
+    output_dir = Path(args.output_dir or workspace() / "output").resolve()
     packages = select_packages(output_dir, selection_from_args(args))
     outcomes = {p.filename: Outcome(p.filename, p.variant, size=p.size) for p in packages}
     invalid = check_all(packages, output_dir)  # all or nothing, before any server is contacted

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ssm_conda.console import ArgumentParser, UsageError
-from ssm_conda.paths import REPO_ROOT
 from ssm_conda.selection import add_selector_arguments
 from ssm_conda.upload.s3 import S3Target
 from ssm_conda.upload.targets import AnacondaTarget, ArtifactoryTarget, PrefixTarget, QuetzTarget, Target
@@ -79,7 +78,7 @@ def add_common_options(parser: argparse.ArgumentParser, on_target: bool = False)
     def add(*flags: str, default: Any, **kwargs: Any) -> None:
         parser.add_argument(*flags, default=argparse.SUPPRESS if on_target else default, **kwargs)
 
-    add("--output-dir", default=str(REPO_ROOT / "output"), help="local channel to upload from (default: output/)")
+    add("--output-dir", default=None, help="local channel to upload from (default: the workspace's output/)")
     add_selector_arguments(parser, "upload only this package (repeatable; default: every one)", suppress=on_target)
     add("--dry-run", action="store_true", default=False, help="list what would go where; send nothing")
     add("--skip-existing", action="store_true", default=False,

@@ -29,9 +29,10 @@ from pathlib import Path
 
 import pytest
 from ssm_conda.matrix import rendered_recipe
-from ssm_conda.paths import REPO_ROOT, recipe_of
+from ssm_conda.paths import recipe_of
 
 from tests.recipe.causal_conv1d.recipe_modules import load_recipe_module
+from tests.repo import REPO_ROOT
 
 # Written next to the copied tests and loaded with -p: records every collected upstream case
 # (name, parameters as strings) and whether the conftest kept it.

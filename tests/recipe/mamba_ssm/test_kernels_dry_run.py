@@ -19,9 +19,9 @@ pass: that needs a GPU (ssm-conda gpu-test).
 from __future__ import annotations
 
 import pytest
-from ssm_conda.paths import RECIPES_DIR
 
 from tests.recipe.planted_runs import outcomes_by_bug
+from tests.repo import RECIPES_DIR
 
 KERNEL_TESTS = RECIPES_DIR / "mamba-ssm" / "tests" / "test_kernels.py"
 SCAN, INNER, BLOCK = "test_selective_scan", "test_mamba_inner_fn", "test_mamba_block"

@@ -28,9 +28,9 @@ import re
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from ssm_conda.paths import RECIPES_DIR
 
 from tests.recipe.planted_runs import outcomes_by_bug
+from tests.repo import RECIPES_DIR
 
 TRANSFORMERS_TESTS = RECIPES_DIR / "mamba-ssm" / "tests" / "test_transformers.py"
 EXT, BINDS = "test_extensions_import", "test_transformers_binds_the_packaged_function"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from ssm_conda import cli
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import VARIANTS_DIR
+
+from tests.repo import VARIANTS_DIR
 
 
 def record(version: str, build: str, subdir: str) -> dict:

@@ -10,7 +10,8 @@ from pathlib import Path
 from ssm_conda.doctor.facts import EnvInfo, Facts, InstalledDist, InterpreterInfo, TorchInfo
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import VariantFile, read_variant_file
-from ssm_conda.paths import VARIANTS_DIR
+
+from tests.repo import VARIANTS_DIR
 
 # The real files (compilers, zip_keys: what rattler-build needs to render the recipes) with the
 # values these tests are written for.

@@ -13,8 +13,8 @@ from ssm_conda.doctor.facts import CondaInfo, EnvInfo, InstalledDist, conda_info
 from ssm_conda.doctor.report import render_text
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import generation_gates, load_variant_files
-from ssm_conda.paths import REPO_ROOT
 
+from tests.repo import REPO_ROOT
 from tests.scripts.doctor.builders import (
     B300,
     CUDA129,

@@ -15,8 +15,8 @@ from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
 from ssm_conda.doctor.report import SCHEMA
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.paths import REPO_ROOT
 
+from tests.repo import REPO_ROOT
 from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env
 
 ADVICE_KEYS = {"cuda", "variant_file", "python", "torch", "reason", "build_string", "generation", "install", "build", "warnings",

@@ -8,8 +8,8 @@ from pathlib import Path
 from ssm_conda.doctor import facts as doc
 from ssm_conda.doctor.facts import InstalledDist, InterpreterInfo, Probes, TorchInfo
 from ssm_conda.machine import DriverInfo
-from ssm_conda.paths import REPO_ROOT
 
+from tests.repo import REPO_ROOT
 from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env, make_facts
 
 

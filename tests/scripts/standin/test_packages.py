@@ -113,7 +113,8 @@ def test_every_template_is_used(every_standin, template):
 def test_the_transformers_repacked_is_one_mamba_ssm_accepts():
     """mamba-ssm's recipe pins transformers' minimum; the stand-in downloads a wheel that meets it."""
     from packaging.specifiers import SpecifierSet
-    from ssm_conda.paths import REPO_ROOT
+
+    from tests.repo import REPO_ROOT
 
     recipe = yaml.safe_load((REPO_ROOT / "recipe" / "mamba-ssm" / "recipe.yaml").read_text())
     (pin,) = [r for r in recipe["requirements"]["run"] if isinstance(r, str) and r.split()[0] == "transformers"]
