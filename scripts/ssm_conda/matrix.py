@@ -121,7 +121,7 @@ def load_variant_files(directory: Path | None = None, target_platform: str = TAR
     if not directory.is_dir():
         raise UsageError(f"variant files: no such directory: {directory}")
     files = [read_variant_file(p, target_platform) for p in sorted(directory.glob("*.yaml"))]
-    return sorted(files, key=lambda f: tuple(int(p) for p in f.cuda.split(".")))
+    return sorted(files, key=lambda f: version_key(f.cuda))
 
 
 @dataclass(frozen=True)
@@ -157,63 +157,53 @@ class PlannedVariant:
         return f"cuda{self.cuda}-py{self.python}-torch{self.torch}-{self.generation}"
 
 
-def _check_version(kind: str, value: str, pattern: re.Pattern[str], known: Sequence[str]) -> None:
-    if not pattern.fullmatch(value):
-        example = "3.12" if kind == "Python" else "2.13"
-        raise UsageError(f"unknown {kind} version {value!r}; accepted: {', '.join(known)} (from variants/) or another "
-                         f"X.Y like {example}")
-
-
 def select(selection: Selection, files: Sequence[VariantFile] | None = None,
            detect: Callable[[], list[str]] = detect_compute_capabilities,
            overrides: dict[str, list[str]] | None = None) -> list[tuple[VariantFile, dict[str, list[str]]]]:
-    """Validate the selection; per variant file its variant dict, whose keys `overrides` then replaces."""
+    """Validate the selection; per variant file its variant dict, whose keys `overrides` then replaces.
+    Without --cuda, --generation keeps the files that list one of the generations asked for."""
     files = list(files if files is not None else load_variant_files())
     if selection.cuda is not None:
         chosen = [f for f in files if f.cuda == selection.cuda]
         if not chosen:
             raise one_of("CUDA version", selection.cuda, [f.cuda for f in files])
         files = chosen
-    all_pythons = sorted({p for f in files for p in f.pythons}, key=lambda v: int(v.split(".")[1]))
-    all_torches = sorted({t for f in files for t in f.torches})
     if selection.generations is not None and selection.arch not in (None, ALL_ARCHS):
         raise UsageError("--generation and --arch exclude each other: a generation has its list in variants/")
-    if selection.python is not None:
-        _check_version("Python", selection.python, PYTHON_RE, all_pythons)
-    if selection.torch is not None:
-        _check_version("pytorch", selection.torch, TORCH_RE, all_torches)
+    for kind, value, pattern, known, example in (
+            ("Python", selection.python, PYTHON_RE, {p for f in files for p in f.pythons}, "3.12"),
+            ("pytorch", selection.torch, TORCH_RE, {t for f in files for t in f.torches}, "2.13")):
+        if value is not None and not pattern.fullmatch(value):
+            raise UsageError(f"unknown {kind} version {value!r}; accepted: {', '.join(sorted(known, key=version_key))} "
+                             f"(from variants/) or another X.Y like {example}")
+    if (asked := selection.generations) is not None:
+        listed = list(dict.fromkeys(g for f in files for g in f.generations))
+        if missing := next((g for g in asked if g not in listed), None):
+            where = f" of {files[0].display_path}" if selection.cuda is not None else ""
+            raise one_of(f"GPU generation{where}", missing, listed)
+        files = [f for f in files if any(g in f.generations for g in asked)]
+    fixed = {key: [value] for key, value in (("python", selection.python), ("pytorch", selection.torch)) if value is not None}
 
     configs = []
     for vfile in files:
-        config = {k: [str(x) for x in v] for k, v in vfile.data.items() if k != "zip_keys"}
-        if selection.python is not None:
-            config["python"] = [selection.python]
-        if selection.torch is not None:
-            config["pytorch"] = [selection.torch]
-        if selection.generations is not None:
-            known = vfile.generations
-            for generation in selection.generations:
-                if generation not in known:
-                    raise one_of(f"GPU generation of {vfile.display_path}", generation, list(known))
-            chosen = [g for g in known if g in selection.generations]  # in the file's order
+        config = {k: [str(x) for x in v] for k, v in vfile.data.items() if k != "zip_keys"} | fixed
+        if asked is not None:
+            chosen = [g for g in vfile.generations if g in asked]  # in the file's order
             config["gpu_generation"] = chosen
-            config["cuda_arch_list"] = [known[g] for g in chosen]
+            config["cuda_arch_list"] = [vfile.generations[g] for g in chosen]
         if selection.arch not in (None, ALL_ARCHS):
             # One package for the list asked for, gated like a generation (see the recipes).
             config["gpu_generation"] = ["native" if selection.arch == "native" else "custom"]
             config["cuda_arch_list"] = [vfile.resolve_arch(selection.arch, detect)]
-        config.update(overrides or {})
-        configs.append((vfile, config))
+        configs.append((vfile, config | (overrides or {})))
     return configs
 
 
 def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None = None,
          detect: Callable[[], list[str]] = detect_compute_capabilities, recipes: Sequence[Path] | None = None,
          overrides: dict[str, list[str]] | None = None, target_platform: str = TARGET_PLATFORM) -> list[PlannedVariant]:
-    """Every selected variant of every selected package, rendered by rattler-build (offline: nothing
-    is solved), in build order: a package's variants after those of the packages it needs.
-
-    Another target_platform renders what that platform would build (with `files` read for it)."""
+    """Every selected variant of every selected package, rendered offline by rattler-build for target_platform (`files`
+    read for it), in build order: a package's variants after those of the packages it needs."""
     render_config = RenderConfig(PlatformConfig(target_platform=target_platform))
     if files is None:
         files = load_variant_files(target_platform=target_platform)
@@ -231,8 +221,7 @@ def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None
 
 
 def rendered_recipe(package: str) -> dict[str, Any]:
-    """A package's recipe as rattler-build renders it for the first variant of the first variant
-    file: what every variant shares (name, version, source, tests)."""
+    """A package's recipe rendered for the first variant: what every variant shares (name, version, source, tests)."""
     vfile = load_variant_files()[0]
     selection = Selection(cuda=vfile.cuda, python=vfile.pythons[0], torch=vfile.torches[0],
                           generations=(ALL_ARCHS,), packages=(package,))
@@ -254,8 +243,8 @@ def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_confi
 
 def generation_gates(vfile: VariantFile, package: str = PACKAGES[0],
                      target_platform: str = TARGET_PLATFORM) -> dict[str, str | None]:
-    """gpu_generation -> the __cuda_arch requirement its package carries (None: the all-architecture
-    package, which has none), as rattler-build renders the recipe for this file (read for target_platform)."""
+    """gpu_generation -> the __cuda_arch requirement its package carries, as rendered for this file (read for
+    target_platform); None for the all-architecture package, which has none."""
     selection = Selection(cuda=vfile.cuda, python=vfile.pythons[-1], torch=vfile.torches[-1], packages=(package,))
     return {v.generation: next((r for r in v.rendered.recipe.requirements.run if r.startswith("__cuda_arch ")), None)
             for v in plan(selection, files=[vfile], target_platform=target_platform)}

@@ -132,6 +132,17 @@ def test_generation_selection():
     assert all(v.label.endswith(f"-{v.generation}") for v in variants)
 
 
+def test_generation_selects_the_files_that_list_it():
+    """Only cuda130.yaml splits by generation: sm90 alone leaves cuda129.yaml out, with "all" it keeps its one package."""
+    chosen = select(Selection(generations=("sm90",)))
+    assert [(f.cuda, c["gpu_generation"], c["cuda_arch_list"]) for f, c in chosen] == [("13.0", ["sm90"], ["9.0+PTX"])]
+    chosen = select(Selection(generations=("sm90", "all")))
+    assert [(f.cuda, c["gpu_generation"]) for f, c in chosen] == [("12.9", ["all"]), ("13.0", ["all", "sm90"])]
+    aarch64 = plan(Selection(python="3.12", torch="2.13", generations=("sm90",), packages=("causal-conv1d",)),
+                   target_platform="linux-aarch64")
+    assert [(v.cuda, v.generation, v.archs) for v in aarch64] == [("13.0", "sm90", "9.0+PTX")]
+
+
 def test_python_and_torch_outside_the_files_are_overrides():
     (v,) = plan(Selection(cuda="13.0", python="3.11", torch="2.14", arch="9.0", packages=("causal-conv1d",)))
     assert (v.python, v.torch, v.archs, v.generation) == ("3.11", "2.14", "9.0", "custom")
@@ -164,6 +175,8 @@ def test_arch_is_part_of_the_hash():
         (Selection(cuda="13.0", generations=("sm100",)),
          "unknown GPU generation of variants/cuda130.yaml 'sm100'; accepted: all, sm8x, sm90, sm10x, sm12x"),
         (Selection(cuda="12.9", generations=("sm90",)), "unknown GPU generation of variants/cuda129.yaml 'sm90'; accepted: all"),
+        (Selection(generations=("sm77",)), "unknown GPU generation 'sm77'; accepted: all, sm8x, sm90, sm10x, sm12x"),
+        (Selection(generations=("sm90", "sm77")), "unknown GPU generation 'sm77'; accepted: all, sm8x, sm90, sm10x, sm12x"),
         (Selection(generations=("sm90",), arch="9.0"), "--generation and --arch exclude each other"),
     ],
 )
