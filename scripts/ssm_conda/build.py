@@ -4,9 +4,10 @@
     ssm-conda build [selectors]   # build the selected variants into --output-dir
 
 Selectors: --cuda (a file in variants/), --python and --torch (any X.Y: values outside the
-variant files are overrides), --arch (all = the variant file's list, native = the GPUs here, or
-"8.0;9.0+PTX"). The CUDA version of the variant stands in for the driver's (CONDA_OVERRIDE_CUDA)
-unless you set it, so a machine without a driver, or with an older one, still solves.
+variant files are overrides), --generation, --arch (all = the variant file's list, native = the GPUs here,
+or "8.0;9.0+PTX": that package installs only where the oldest GPU has the major architecture of its lowest
+entry). The CUDA version of the variant stands in for the driver's (CONDA_OVERRIDE_CUDA) unless you set
+it, so a machine without a driver, or with an older one, still solves.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -28,12 +29,13 @@ from urllib.request import url2pathname
 import yaml
 from rattler_build.progress import ProgressCallback
 
+from ssm_conda import options
 from ssm_conda.archs import lowest_arch
-from ssm_conda.channels import DEFAULT_CHANNEL, channel_repodata, index_channel, normalise_channel, writable_dir
+from ssm_conda.channels import channel_repodata, index_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
-from ssm_conda.matrix import PLATFORMS, TARGET_PLATFORM, PlannedVariant, Selection, plan
-from ssm_conda.paths import cache_dir, workspace
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, load_variant_files, plan
+from ssm_conda.paths import cache_dir
 from ssm_conda.project import NAMES, package
 from ssm_conda.selection import add_selector_arguments, selection_from_args
 
@@ -52,8 +54,7 @@ CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s
 
 
 def with_needs(selection: Selection) -> Selection:
-    """The selection plus every package a selected one needs (skip_present_needs then drops the
-    variants of those that the output channel has already)."""
+    """The selection plus every package a selected one needs."""
     needed = {n for p in selection.packages for n in package(p).needs if n not in selection.packages}
     return replace(selection, packages=tuple(p for p in NAMES if p in needed or p in selection.packages))
 
@@ -64,36 +65,69 @@ def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str],
             or not list(output_dir.glob(f"*/{v.package}-*-{v.build_string}.conda"))]
 
 
-def add_plan_options(parser: argparse.ArgumentParser) -> None:
-    add_selector_arguments(parser, "build this package (repeatable; default: all, in build order) and what it needs "
-                           "that the output channel lacks")
-    parser.add_argument("-c", "--channel", action="append", help=f"channel to solve from (repeatable; default "
-                        f"{DEFAULT_CHANNEL}); file:// URLs and local directories work")
+def add_plan_options(parser: argparse.ArgumentParser, package_help: str, channel_use: str) -> None:
+    add_selector_arguments(parser, package_help)
+    options.add_variants_dir(parser)
+    options.add_channels(parser, channel_use)
     parser.add_argument(
         "--line-info", action="store_true",
         help="compile with nvcc -lineinfo (the variant key nvcc_lineinfo=1): source-line tables for Nsight Compute "
         "and compute-sanitizer, which make the package larger (causal-conv1d sm90: 15.9 MB against 9.1) and change "
         "nothing at run time",
     )
-    parser.add_argument("--target-platform", choices=PLATFORMS, default=TARGET_PLATFORM,
-                        help=f"the platform to build for (default: this machine's, {TARGET_PLATFORM}); "
-                             "linux-aarch64 on linux-64 cross-compiles, as conda-forge does")
+    options.add_target_platform(parser, "to build for; linux-aarch64 on linux-64 cross-compiles, as conda-forge does")
 
 
 def configure_plan(parser: argparse.ArgumentParser) -> None:
-    add_plan_options(parser)
+    add_plan_options(parser, "plan this package (repeatable; default: every one, in build order)",
+                     "a channel build would solve from: plan reads only a stand-in channel's variant overrides")
     parser.add_argument("--write-variants", type=Path, metavar="FILE",
                         help="also write the selection as a variants file, for conda build / rattler-build build -m FILE")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_plan_options(parser)
-    parser.add_argument("--output-dir", type=Path, help="output channel (default: the workspace's output/)")
+    add_plan_options(parser, "build this package (repeatable; default: every one, in build order) and what it needs "
+                     "that the output channel lacks", "a channel to solve the build and test environments from")
+    options.add_output_dir(parser, "to build into")
     parser.add_argument("--skip-existing", action="store_true", help="skip variants already in the output channel")
     parser.add_argument("--test", choices=["native", "skip"], default="native",
                         help="run the recipe's test section after each build (default: native)")
     parser.add_argument("--no-cache", action="store_true",
-                        help=f"do not use the compiler cache (default: ccache in $SSM_CONDA_CCACHE_DIR or {CCACHE_HINT})")
+                        help=f"do not use the compiler cache (default: ccache in ${CCACHE_ENV} or {CCACHE_HINT})")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    selection: Selection
+    channels: tuple[str, ...]
+    variants_dir: Path
+    target_platform: str
+    line_info: bool
+    verbose: bool
+    write_variants: Path | None = None  # plan's
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PlanOptions:
+        return cls(selection_from_args(args), options.channels(args.channel), options.variants_folder(args.variants_dir),
+                   args.target_platform, args.line_info, args.verbose, vars(args).get("write_variants"))
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    plan: PlanOptions
+    output_dir: Path  # checked writable, not created
+    skip_existing: bool
+    test: str
+    compiler_cache: Path | None  # checked, not created; None: --no-cache
+    package_cache: Path  # where rattler keeps the extracted packages of test environments
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> BuildOptions:
+        plan_options = PlanOptions.from_args(args)
+        output_dir = writable_dir(options.output_folder(args.output_dir), "--output-dir")
+        rattler_cache = Path(environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache")
+        return cls(plan_options, output_dir, args.skip_existing, args.test,
+                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV), output_dir), rattler_cache / "pkgs")
 
 
 def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
@@ -152,21 +186,21 @@ class Progress(ProgressCallback):
             self._print(f"downloading {event.url}")
 
 
-def compiler_cache_dir(output_dir: Path) -> Path:
-    """The compiler cache's folder, checked (outside the output channel, writable), not created."""
-    directory = Path(os.environ.get(CCACHE_ENV) or cache_dir() / "ccache").resolve()
+def compiler_cache_dir(chosen: str | None, output_dir: Path) -> Path:
+    """The compiler cache's folder ($SSM_CONDA_CCACHE_DIR's, else the cache's), checked (outside the output
+    channel, writable), not created."""
+    directory = Path(chosen or cache_dir() / "ccache").resolve()
     if directory.is_relative_to(output_dir):
         raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
     return writable_dir(directory, CCACHE_ENV)
 
 
-def configure_compiler_cache(disabled: bool, output_dir: Path) -> None:
-    """Point the build script's ccache at a directory outside the output channel, or at nothing."""
-    if disabled:
+def configure_compiler_cache(directory: Path | None) -> None:
+    """Point the build script's ccache at `directory`, or at nothing."""
+    if directory is None:
         os.environ.pop(CCACHE_ENV, None)
         print("compiler cache: off (--no-cache)")
         return
-    directory = compiler_cache_dir(output_dir)
     directory.mkdir(parents=True, exist_ok=True)
     os.environ[CCACHE_ENV] = str(directory)
     print(f"compiler cache: {directory} (--no-cache to build without it)")
@@ -178,16 +212,9 @@ def print_plan(variants: Sequence[PlannedVariant]) -> None:
     print(f"{len(variants)} variant(s)")
 
 
-def rattler_package_cache() -> Path:
-    """Where rattler (rattler-build's test environments, pixi) keeps extracted packages."""
-    root = os.environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache"
-    return Path(root) / "pkgs"
-
-
-def evict_from_package_cache(name: str, version: str, build_string: str, cache: Path | None = None) -> list[Path]:
+def evict_from_package_cache(name: str, version: str, build_string: str, cache: Path) -> list[Path]:
     """Forget a package about to be rebuilt under the same file name (the build string hashes variant keys
     only, so a recipe change keeps it): rattler's package cache would give the test environment the old build."""
-    cache = cache or rattler_package_cache()
     stem = f"{name}-{version}-{build_string}"
     removed = [p for p in (cache / stem, cache / f"{stem}.lock", cache / f"{stem}.conda") if p.exists()]
     for path in removed:
@@ -218,17 +245,17 @@ def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels:
     return None
 
 
-def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, args: argparse.Namespace,
-              repodata: Sequence[SparseRepoData] = ()) -> Outcome:
+def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence[SparseRepoData] = ()) -> Outcome:
     from rattler_build import ToolConfiguration
 
-    tool_config = ToolConfiguration(test_strategy=args.test, skip_existing="local" if args.skip_existing else "none")
-    start = time.monotonic()
-    if not args.skip_existing:
-        evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string)
+    tool_config = ToolConfiguration(test_strategy=options.test, skip_existing="local" if options.skip_existing else "none")
+    start, channels, output_dir = time.monotonic(), list(options.plan.channels), options.output_dir
+    if not options.skip_existing:
+        evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string,
+                                 options.package_cache)
     outcome = Outcome(variant.package, variant.label)
     log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
-    progress = Progress(f"{variant.package} {variant.label}", args.verbose, log)
+    progress = Progress(f"{variant.package} {variant.label}", options.plan.verbose, log)
     try:
         # the variant's CUDA and its lowest architecture, as conda-forge's CI builds without a GPU
         with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs)):
@@ -255,19 +282,24 @@ def build_one(variant: PlannedVariant, channels: list[str], output_dir: Path, ar
     return outcome
 
 
-def planned(args: argparse.Namespace, selection: Selection | None = None) -> tuple[list[str], list[PlannedVariant]]:
-    channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
-    overrides = standin_overrides(channels)
+def planned(options: PlanOptions, selection: Selection | None = None) -> list[PlannedVariant]:
+    """The variants of `selection` (default: the options'), rendered as the options say."""
+    overrides = standin_overrides(options.channels)
     if overrides:
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
-    if getattr(args, "line_info", False):
+    if options.line_info:
         overrides["nvcc_lineinfo"] = ["1"]
-    target = getattr(args, "target_platform", TARGET_PLATFORM)
+    target = options.target_platform
     if target != TARGET_PLATFORM:
         # a cross build: py-rattler-build solves the host environment for the variant's host_platform
         # (the recipes name it), or for this machine when the variant has none
         overrides["host_platform"] = [target]
-    return channels, plan(selection or selection_from_args(args), overrides=overrides, target_platform=target)
+    files = load_variant_files(options.variants_dir, target)
+    variants = plan(selection or options.selection, files, overrides=overrides, target_platform=target)
+    if options.verbose:  # what the build string's hash covers
+        for variant in variants:
+            print(f"{variant.package} {variant.build_string}: {dict(sorted(variant.config.items()))}")
+    return variants
 
 
 def variants_yaml(variants: Sequence[PlannedVariant]) -> str:
@@ -297,32 +329,30 @@ def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    variants = planned(args)[1]
+    plan_options = PlanOptions.from_args(args)
+    variants = planned(plan_options)
     print_plan(variants)
-    if args.write_variants:
-        write_variants(args.write_variants, variants)
+    if plan_options.write_variants:
+        write_variants(plan_options.write_variants, variants)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    output_dir = (args.output_dir or workspace() / "output").resolve()
-    requested = selection_from_args(args).packages
-    channels, variants = planned(args, with_needs(selection_from_args(args)))
-    variants = skip_present_needs(variants, requested, output_dir)
-    writable_dir(output_dir, "--output-dir")
-    if not args.no_cache:
-        compiler_cache_dir(output_dir)
+    build = BuildOptions.from_args(args, os.environ)
+    output_dir, target = build.output_dir, build.plan.target_platform
+    variants = skip_present_needs(planned(build.plan, with_needs(build.plan.selection)), build.plan.selection.packages,
+                                  output_dir)
     # every channel answers before anything is written or downloaded: the host's and the build machine's subdirs
-    repodata = channel_repodata(channels, list(dict.fromkeys((args.target_platform, TARGET_PLATFORM, "noarch"))))
+    repodata = channel_repodata(build.plan.channels, list(dict.fromkeys((target, TARGET_PLATFORM, "noarch"))))
 
-    configure_compiler_cache(args.no_cache, output_dir)
+    configure_compiler_cache(build.compiler_cache)
     output_dir.mkdir(parents=True, exist_ok=True)
-    print(f"building {len(variants)} variant(s) into {output_dir} from {', '.join(channels)}")
+    print(f"building {len(variants)} variant(s) into {output_dir} from {', '.join(build.plan.channels)}")
     outcomes = []
     for i, variant in enumerate(variants, 1):
         step = f"[{i}/{len(variants)}] {variant.package} {variant.label}"
         print(f"{step} ({variant.build_string}, archs {variant.archs})", flush=True)
-        outcome = build_one(variant, channels, output_dir, args, repodata)
+        outcome = build_one(variant, build, repodata)
         print(f"{step}: {outcome.result} in {human_duration(outcome.seconds or 0)}", flush=True)
         outcomes.append(outcome)
     index_channel(output_dir)
@@ -332,4 +362,3 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         raise PipelineError(f"{len(failed)} of {len(outcomes)} variant(s) failed: {', '.join(o.variant for o in failed)}")
     return 0
-

@@ -10,9 +10,10 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
-from ssm_conda.matrix import Selection, VariantFile, plan
+from ssm_conda.matrix import Selection, VariantFile, load_variant_files, plan
 from ssm_conda.project import NAMES as PACKAGES
 
 T = TypeVar("T")
@@ -33,14 +34,14 @@ def add_selector_arguments(parser: argparse.ArgumentParser, package_help: str, s
         parser.add_argument(*flags, default=argparse.SUPPRESS if suppress else default, **kwargs)
 
     add("--package", action="append", choices=PACKAGES, help=package_help)
-    add("--cuda", help="CUDA version of a file in variants/ (e.g. 13.0)")
-    add("--python", help="Python X.Y (default: every one in variants/)")
-    add("--torch", help="pytorch minor X.Y (default: every one in variants/)")
+    add("--cuda", help="the variants of this CUDA version: a file in variants/ (e.g. 13.0)")
+    add("--python", help="the variants of this Python X.Y (default: every one in variants/)")
+    add("--torch", help="the variants of this pytorch minor X.Y (default: every one in variants/)")
     add("--generation", action="append",
-        help="GPU generation from the variant file (repeatable; default: every one it lists): "
-        "all (the all-architecture package) or one of its per-generation packages, e.g. sm90")
-    add("--arch", help='GPU architectures instead of the variant file\'s: native (the GPUs here) or a list such as '
-        '"8.0;9.0+PTX"; the package installs only where the oldest GPU has the major architecture of its lowest entry')
+        help="the variants of this GPU generation (repeatable; default: every one the variant file lists): "
+        "all (the all-architecture package) or a per-generation one, e.g. sm90")
+    add("--arch", help='the variant for these GPU architectures instead of the variant file\'s lists: native (the GPUs '
+        'here) or a list such as "8.0;9.0+PTX"')
 
 
 def selection_from_args(args: argparse.Namespace) -> Selection:
@@ -50,15 +51,17 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
                      generations=generations, packages=packages)
 
 
-def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, str]], selection: Selection) -> list[T]:
-    """The built packages among `items` that are variants `selection` chooses (every item when it
-    chooses everything); a value variants/ does not accept is a UsageError, from plan()."""
+def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, str]], selection: Selection,
+                 variants_dir: Path | None = None) -> list[T]:
+    """The built packages among `items` that are variants `selection` chooses (every item when it chooses
+    everything), read only where needed from `variants_dir` (default: the workspace's); a value the files
+    do not accept is a UsageError, from plan()."""
     items = list(items)
     if selection == Selection():  # no selector: everything (upload sends whatever the channel holds)
         return items
     if replace(selection, packages=PACKAGES) == Selection():
         return [item for item in items if name_and_build(item)[0] in selection.packages]
-    wanted = {(v.package, without_hash(v.build_string)) for v in plan(selection)}
+    wanted = {(v.package, without_hash(v.build_string)) for v in plan(selection, load_variant_files(variants_dir))}
 
     def variant(item: T) -> tuple[str, str]:
         name, build = name_and_build(item)

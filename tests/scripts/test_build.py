@@ -1,7 +1,7 @@
 """ssm-conda plan and build: plan output, bad input, channels. (The real build is tests/test_end_to_end.py.)"""
 
-import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import subprocess
@@ -12,14 +12,13 @@ from types import SimpleNamespace
 import pytest
 from ssm_conda import build, channels, cli
 from ssm_conda.channels import index_channel
-from ssm_conda.console import UsageError
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
 
 from tests.bad_input import read_only
 from tests.bad_input.build import ONE
 from tests.bad_input.gpu_test import tiny_package
 from tests.rendered import whole_matrix
-from tests.repo import REPO_ROOT
+from tests.repo import REPO_ROOT, VARIANTS_DIR
 
 
 def run_cli(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
@@ -77,15 +76,6 @@ def test_bad_input_is_one_line_exit_2_and_nothing_built(tmp_path, args, message)
     assert not out.exists()
 
 
-def test_channel_forms(tmp_path):
-    assert build.normalise_channel("conda-forge") == "conda-forge"
-    assert build.normalise_channel("https://prefix.dev/my-channel") == "https://prefix.dev/my-channel"
-    assert build.normalise_channel(str(tmp_path)) == tmp_path.resolve().as_uri()
-    assert build.normalise_channel(tmp_path.as_uri()) == tmp_path.as_uri()
-    with pytest.raises(UsageError):
-        build.normalise_channel("not a channel")
-
-
 def test_standin_overrides_are_read_from_file_channels(tmp_path):
     (tmp_path / build.STANDIN_OVERRIDES).write_text("c_compiler_version: ['12']\nc_stdlib_version: ['2.36']\n")
     overrides = build.standin_overrides(["conda-forge", tmp_path.as_uri()])
@@ -112,11 +102,41 @@ def test_compiler_cache_inside_the_output_channel_is_refused(tmp_path):
 
 def test_no_cache_unsets_the_build_secret(monkeypatch, tmp_path):
     monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
-    build.configure_compiler_cache(True, tmp_path / "out")
+    assert build_options(cli.parse_args(["build", "--no-cache"])).compiler_cache is None
+    build.configure_compiler_cache(None)
     assert build.CCACHE_ENV not in os.environ
     monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
-    build.configure_compiler_cache(False, tmp_path / "out")
+    cache = build_options(cli.parse_args(["build", "--output-dir", str(tmp_path / "out")])).compiler_cache
+    assert cache == tmp_path / "cache"
+    build.configure_compiler_cache(cache)
     assert os.environ[build.CCACHE_ENV] == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
+
+
+def build_options(args, environ=None) -> build.BuildOptions:  # noqa: ANN001
+    return build.BuildOptions.from_args(args, os.environ if environ is None else environ)
+
+
+def test_options_are_resolved_once_from_the_arguments_and_the_environment(tmp_path):
+    """The whole command line and the variables build reads become one frozen object; nothing below reads them."""
+    args = cli.parse_args(["build", "-c", str(tmp_path), "-c", "conda-forge", "--package", "mamba-ssm", "--cuda", "13.0",
+                           "--generation", "sm90", "--generation", "sm90", "--target-platform", "linux-aarch64",
+                           "--output-dir", str(tmp_path / "out"), "--variants-dir", str(VARIANTS_DIR), "--line-info",
+                           "--skip-existing", "--test", "skip", "-v"])
+    chosen = build_options(args, {build.CCACHE_ENV: str(tmp_path / "cc"), "RATTLER_CACHE_DIR": str(tmp_path / "rattler")})
+    assert chosen == build.BuildOptions(
+        build.PlanOptions(Selection(cuda="13.0", generations=("sm90",), packages=("mamba-ssm",)),
+                          (tmp_path.as_uri(), "conda-forge"), VARIANTS_DIR, "linux-aarch64", True, True),
+        tmp_path / "out", True, "skip", tmp_path / "cc", tmp_path / "rattler" / "pkgs")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        chosen.test = "native"  # type: ignore[misc]
+    default = build_options(cli.parse_args(["build"]), {})
+    assert default.output_dir == REPO_ROOT / "output" and default.plan.channels == ("conda-forge",)
+    assert default.plan.variants_dir == VARIANTS_DIR and default.plan.target_platform == TARGET_PLATFORM
+
+
+def options_for(tmp_path, channels=("conda-forge",), skip_existing=False) -> build.BuildOptions:  # noqa: ANN001
+    plan_options = build.PlanOptions(Selection(), tuple(channels), VARIANTS_DIR, TARGET_PLATFORM, False, False)
+    return build.BuildOptions(plan_options, tmp_path / "out", skip_existing, "skip", None, tmp_path / "rattler" / "pkgs")
 
 
 def test_cache_hits_come_from_the_last_ccache_statistics():
@@ -148,7 +168,6 @@ def test_builds_solve_for_the_variants_cuda_and_generation_whatever_the_machine(
     smi.write_text("#!/bin/sh\necho '0, NVIDIA A100-SXM4-80GB, 8.0, 550.54.14'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler"))
     names = ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH")
     for name, value in zip(names, user_value or (None, None), strict=True):
         if value is None:
@@ -162,8 +181,7 @@ def test_builds_solve_for_the_variants_cuda_and_generation_whatever_the_machine(
         assert kwargs["package_format"] == "conda:19"  # bench-zstd's choice, see build.PACKAGE_FORMAT
         return SimpleNamespace(packages=[])
 
-    args = argparse.Namespace(test="skip", skip_existing=False, verbose=False)
-    outcome = build.build_one(fake_variant("13.0", run_build), ["conda-forge"], tmp_path / "out", args)
+    outcome = build.build_one(fake_variant("13.0", run_build), options_for(tmp_path))
     assert seen == [expected] and outcome.result == "skipped"
     assert tuple(os.environ.get(name) for name in names) == (user_value or (None, None))  # restored
 
@@ -273,7 +291,7 @@ def test_each_channel_and_subdir_is_asked_for_its_repodata_once(tmp_path, monkey
     asked, given = [], []
     real = channels.fetch_repodata
     monkeypatch.setattr(channels, "fetch_repodata", lambda channel, subdir: asked.append(subdir) or real(channel, subdir))
-    monkeypatch.setattr(build, "build_one", lambda variant, chans, out, args, repodata: given.append(repodata) or
+    monkeypatch.setattr(build, "build_one", lambda variant, options, repodata: given.append(repodata) or
                         build.Outcome(variant.package, variant.label, "ok"))
     for platform in ("linux-64", "linux-aarch64"):
         asked.clear()
@@ -288,7 +306,6 @@ def test_a_requirement_no_channel_has_is_named_with_the_channels_searched(tmp_pa
     """py-rattler-build says only "Failed to resolve dependencies": a real failed solve, named."""
     from rattler_build import Stage0Recipe, VariantConfig
 
-    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler"))
     channel = tmp_path / "channel"
     tiny_package(channel)
     index_channel(channel)
@@ -297,10 +314,9 @@ def test_a_requirement_no_channel_has_is_named_with_the_channels_searched(tmp_pa
                                     recipe_dir=tmp_path / "recipe")
     (rendered,) = recipe.render(VariantConfig())
     variant = replace(fake_variant("13.0", None), rendered=rendered)
-    args = argparse.Namespace(test="skip", skip_existing=False, verbose=False)
     uri = channel.as_uri()
-    outcome = build.build_one(variant, [uri], tmp_path / "out", args,
-                              channels.channel_repodata([uri], [TARGET_PLATFORM, "noarch"]))
+    repodata = channels.channel_repodata([uri], [TARGET_PLATFORM, "noarch"])
+    outcome = build.build_one(variant, options_for(tmp_path, [uri]), repodata)
     assert outcome.failed
     expected = (f"cannot resolve ({TARGET_PLATFORM}, noarch): No candidates were found for pytorch 2.13.* cuda*. "
                 f"Channels searched: {uri} (log: ")
@@ -314,7 +330,6 @@ def test_a_built_package_is_servable_at_once(tmp_path):
     """rattler-build writes it 0600; an interrupted run never reaches the index that would set 0644."""
     built = tiny_package(tmp_path / "out")
     assert built.stat().st_mode & 0o777 == 0o600
-    args = argparse.Namespace(test="skip", skip_existing=True, verbose=False)
-    outcome = build.build_one(fake_variant("13.0", lambda **_: SimpleNamespace(packages=[str(built)])), ["conda-forge"],
-                              tmp_path / "out", args)
+    outcome = build.build_one(fake_variant("13.0", lambda **_: SimpleNamespace(packages=[str(built)])),
+                              options_for(tmp_path, skip_existing=True))
     assert (outcome.result, outcome.path, built.stat().st_mode & 0o777) == ("ok", built, 0o644)

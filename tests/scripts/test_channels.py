@@ -6,7 +6,7 @@ import stat
 
 import pytest
 from rattler import Subdir
-from ssm_conda.channels import channel_repodata, index_channel, name_and_build_of, writable_dir
+from ssm_conda.channels import channel_repodata, index_channel, name_and_build_of, normalise_channel, writable_dir
 from ssm_conda.console import PipelineError, UsageError
 
 from tests.bad_input import read_only
@@ -79,3 +79,12 @@ def test_name_and_build_of_a_file_name():
     assert name_and_build_of("mamba-ssm-2.3.2.post1-cuda130_py312_torch213_all_habc_0.conda") == \
         ("mamba-ssm", "cuda130_py312_torch213_all_habc_0")
     assert name_and_build_of("cuda-cudart-dev-13.0.96-h0_1.tar.bz2") == ("cuda-cudart-dev", "h0_1")
+
+
+def test_channel_forms(tmp_path):
+    assert normalise_channel("conda-forge") == "conda-forge"
+    assert normalise_channel("https://prefix.dev/my-channel") == "https://prefix.dev/my-channel"
+    assert normalise_channel(str(tmp_path)) == tmp_path.resolve().as_uri()
+    assert normalise_channel(tmp_path.as_uri()) == tmp_path.as_uri()
+    with pytest.raises(UsageError):
+        normalise_channel("not a channel")
