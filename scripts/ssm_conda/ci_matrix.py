@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ssm_conda import options
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import UsageError, human_duration, print_table
 from ssm_conda.matrix import PLATFORMS, Selection, VariantFile, load_variant_files, plan
 from ssm_conda.paths import variants_dir
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import PACKAGES, package
 
-# Measured on 2 cores against the stand-in channel, CUDA 13.0 (docs/ci.md says how to reproduce them):
-COLD_S = {"causal-conv1d": 356, "mamba-ssm": 419}  # the first Python, empty cache, sm90 (one architecture)
-CACHED_S = {"causal-conv1d": 60, "mamba-ssm": 76}  # each further Python, compiled from the cache
+# The packages' times are their records' cold_s and cached_s (ssm_conda.project); docs/ci.md says how to measure them.
 # causal-conv1d without cache: 6m35s for one architecture, 45m16s for eight; cold time = base + each x archs
 ARCH_BASE_S, ARCH_EACH_S = 63, 332
 SETUP_S = 600  # per job: pixi, the CUDA compiler and pytorch downloaded and installed (an allowance, not measured)
@@ -34,9 +34,9 @@ RUNNER_LIMIT_S = 6 * 3600  # GitHub-hosted jobs stop at 6 hours
 MARGIN = 2.0  # the longest cold job must fit this many times into the limit
 
 
-def cold_seconds(package: str, archs: int) -> float:
+def cold_seconds(name: str, archs: int) -> float:
     """A package's first build of a job with an empty cache, scaled from sm90 by its architecture count."""
-    return COLD_S[package] * (ARCH_BASE_S + ARCH_EACH_S * archs) / (ARCH_BASE_S + ARCH_EACH_S)
+    return package(name).cold_s * (ARCH_BASE_S + ARCH_EACH_S * archs) / (ARCH_BASE_S + ARCH_EACH_S)
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,10 @@ def platform_jobs(files: list[VariantFile], platform: str) -> list[Job]:
         for torch, generation in packages:  # in the plan's order
             archs = len(parse_arch_list(vfile.generations[generation]))
             pythons = packages[torch, generation] // len(PACKAGES)
-            cold = SETUP_S + sum(cold_seconds(p, archs) + (pythons - 1) * CACHED_S[p] for p in PACKAGES)
-            cached = SETUP_S + pythons * sum(CACHED_S.values())
+            cold = SETUP_S + sum(cold_seconds(p.name, archs) + (pythons - 1) * p.cached_s for p in PACKAGES)
+            cached = SETUP_S + pythons * sum(p.cached_s for p in PACKAGES)
             found.append(Job(f"{prefix}cuda{vfile.cuda.replace('.', '')}-torch{torch}-{generation}", platform,
-                             vfile.display_path,
-                             vfile.cuda, torch, generation, vfile.generations[generation],
+                             vfile.display_path, vfile.cuda, torch, generation, vfile.generations[generation],
                              packages[torch, generation], round(cold / 60), round(cached / 60)))
     return found
 
@@ -91,14 +90,28 @@ def print_durations(found: list[Job]) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants-dir", type=Path, help="default: the workspace's variants/")
+    options.add_variants_dir(parser)
     parser.add_argument("--durations", action="store_true", help="print each job's expected time instead of JSON")
 
 
+@dataclass(frozen=True)
+class CiMatrixOptions:
+    variants_dir: Path
+    durations: bool
+    verbose: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CiMatrixOptions:
+        return cls(options.variants_folder(args.variants_dir), args.durations, args.verbose)
+
+
 def run(args: argparse.Namespace) -> int:
-    found = jobs(args.variants_dir)
-    if args.durations:
+    chosen = CiMatrixOptions.from_args(args)
+    found = jobs(chosen.variants_dir)
+    if chosen.verbose:  # on stderr: stdout is the workflow's one line of JSON
+        print(f"jobs of {', '.join(sorted({j.file for j in found}))} in {chosen.variants_dir}", file=sys.stderr)
+    if chosen.durations:
         print_durations(found)
-        return 0
-    print(json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":")))
+    else:
+        print(json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":")))
     return 0

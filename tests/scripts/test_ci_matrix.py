@@ -11,6 +11,7 @@ import pytest
 import yaml
 from ssm_conda import ci_matrix, cli
 from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import package as record
 
 from tests.bad_input.ci_matrix import VALID
 from tests.rendered import whole_matrix
@@ -44,7 +45,7 @@ def test_the_longest_job_fits_the_runner_with_the_margin():
 
 def test_cold_time_grows_with_the_architectures_and_the_cache_saves_it():
     for package in PACKAGES:
-        assert ci_matrix.cold_seconds(package, 1) == ci_matrix.COLD_S[package]
+        assert ci_matrix.cold_seconds(package, 1) == record(package).cold_s
         assert ci_matrix.cold_seconds(package, 8) / ci_matrix.cold_seconds(package, 1) == pytest.approx(45.3 / 6.6, rel=0.02)
     jobs = {j.generation: j for j in ci_matrix.jobs() if j.cuda == "13.0" and j.torch == "2.13" and j.platform == "linux-64"}
     assert jobs["all"].cold_minutes > jobs["sm8x"].cold_minutes > jobs["sm90"].cold_minutes
