@@ -9,13 +9,11 @@ from pathlib import Path
 
 from ssm_conda.archs import arch_covers, version_key
 from ssm_conda.channels import DEFAULT_CHANNEL
-from ssm_conda.doctor.facts import PACKAGE, Facts, major
-from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, note
+from ssm_conda.doctor.facts import Facts, major
+from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, channel_args, note, ours
 from ssm_conda.matrix import ALL_ARCHS, VariantFile, generation_for
+from ssm_conda.project import NAMES, PACKAGES
 from ssm_conda.selection import build_glob
-
-FALLBACK_VERSIONS = {PACKAGE: "1.7.0", "mamba-ssm": "2.3.2.post1"}
-CONDA_FORGE = "conda-forge"
 
 
 @dataclass
@@ -78,59 +76,63 @@ def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
     return ";".join(sorted(chosen, key=version_key)) or "all"
 
 
-def build_string_glob(channel: str, vfile: VariantFile, python: str, torch: str, generation: str | None = None) -> str:
-    """The build strings of a variant on `channel`: conda-forge's scheme there, ours (as rattler-build
+def build_string_glob(channels: Sequence[str], vfile: VariantFile, python: str, torch: str,
+                      generation: str | None = None) -> str:
+    """The build strings of a variant: conda-forge's scheme where it is the only channel, ours (as rattler-build
     renders the recipe) elsewhere."""
-    if channel == CONDA_FORGE:  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
+    if not ours(channels):  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
         return f"cuda{vfile.cuda.replace('.', '')}*py{python.replace('.', '')}*"
-    return build_glob(vfile, python, torch, generation, PACKAGE)
+    return build_glob(vfile, python, torch, generation, NAMES[0])
 
 
-def install_commands(facts: Facts, cuda: str, build: str, channel: str, version: str, python: str,
-                     package: str = PACKAGE, cuda_arch: str | None = None) -> list[str]:
-    """`cuda_arch`: the __cuda_arch a generation's package needs, said to conda (whose plugin may be missing)."""
-    spec = f'"{package}={version}={build}"'
+def install_commands(facts: Facts, cuda: str, build: str, channels: Sequence[str], versions: Mapping[str, str],
+                     python: str, cuda_arch: str | None = None) -> list[str]:
+    """`versions`: the packages to install, each with its version. `cuda_arch`: the __cuda_arch a generation's
+    package needs, said to conda (whose plugin may be missing)."""
+    specs = " ".join(f'"{package}={version}={build}"' for package, version in versions.items())
     # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
     # pixi solves for the GPU the workspace declares, so only conda gets the __cuda_arch override
     conda_override = override + (f"CONDA_OVERRIDE_CUDA_ARCH={cuda_arch} " if cuda_arch is not None else "")
-    channels = f"-c {shlex.quote(channel)}" + ("" if channel == CONDA_FORGE else f" -c {CONDA_FORGE}")
     interp, commands = facts.interpreter, []
-    pip = [n for n, d in ((PACKAGE, interp.causal_conv1d), ("mamba-ssm", interp.mamba_ssm)) if d and not d.from_conda]
+    pip = [n for n in NAMES if (dist := interp.dist(n)) and not dist.from_conda]
     if pip:
         commands.append(f"{shlex.quote(interp.executable)} -m pip uninstall -y {' '.join(pip)}")
     if facts.env.kind == "pixi" and not facts.env.this_project:
-        if channel != CONDA_FORGE:
+        if ours(channels):
             # pixi's channel priority is strict: appended after conda-forge, the package is never taken from it
-            commands.append(f"pixi workspace channel add --prepend {shlex.quote(channel)}")
-        commands.append(f"{override}pixi add {spec}")
+            commands.append(f"pixi workspace channel add --prepend {' '.join(shlex.quote(c) for c in ours(channels))}")
+        commands.append(f"{override}pixi add {specs}")
     elif facts.env.kind == "conda":
-        commands.append(f"{conda_override}conda install {channels} {spec}")
+        commands.append(f"{conda_override}conda install {channel_args(channels)} {specs}")
     else:
-        commands.append(f"{conda_override}conda create -n {package} {channels} python={python} {spec}")
+        commands.append(f"{conda_override}conda create -n {list(versions)[-1]} {channel_args(channels)} python={python} {specs}")
     return commands
 
 
-def channel_notes(channel: str, version: str, build_string: str, packaged: bool, package: str = PACKAGE) -> list[Finding]:
-    if channel == CONDA_FORGE:
-        return [note("conda-forge-pin", f"conda-forge's {package} builds carry only conda-forge's current pytorch "
-                     "pin; for another torch minor use this project's channel (--channel) or build")]
-    pattern = f"{package}-{version}-{build_string}.conda"
-    if packaged and Path(channel).is_dir() and not any(Path(channel).glob(f"*/{pattern}")):
-        return [note("not-built-yet", f"{channel} has no {pattern} yet: build it first (command below)")]
-    return []
+def channel_notes(channels: Sequence[str], versions: Mapping[str, str], build_string: str, packaged: bool) -> list[Finding]:
+    if not ours(channels):
+        return [note("conda-forge-pin", f"conda-forge's {' and '.join(versions)} builds carry only conda-forge's current "
+                     "pytorch pin; for another torch minor use this project's channel (--channel) or build")]
+    folders = [Path(c) for c in ours(channels)]
+    if not packaged or not all(f.is_dir() for f in folders):
+        return []
+    patterns = (f"{package}-{version}-{build_string}.conda" for package, version in versions.items())
+    return [note("not-built-yet", f"{', '.join(ours(channels))}: no {pattern} yet: build it first (command below)")
+            for pattern in patterns if not any(any(f.glob(f"*/{pattern}")) for f in folders)]
 
 
 def default_package(facts: Facts) -> str:
-    return "mamba-ssm" if facts.interpreter.mamba_ssm is not None else PACKAGE
+    """The last package in build order that is installed (it brings those it needs), else the first."""
+    return next((p.name for p in reversed(PACKAGES) if facts.interpreter.dist(p.name)), NAMES[0])
 
 
-def machine_generation(facts: Facts, vfile: VariantFile, channel: str,
+def machine_generation(facts: Facts, vfile: VariantFile, channels: Sequence[str],
                        gates: Mapping[str, Mapping[str, str | None]] | None) -> tuple[str | None, list[Finding]]:
     """The GPU generation whose package this machine gets (matrix.generation_for over the rendered
     recipes' gates), and what to say about it; None for conda-forge, or without GPUs or gates."""
     caps = facts.compute_caps
-    if channel == CONDA_FORGE or gates is None or vfile.cuda not in gates or not caps:
+    if not ours(channels) or gates is None or vfile.cuda not in gates or not caps:
         return None, []
     generation = generation_for(dict(gates[vfile.cuda]), caps[0])
     archs = vfile.generations.get(generation, "")
@@ -154,34 +156,33 @@ def machine_generation(facts: Facts, vfile: VariantFile, channel: str,
     return generation, [note("generation", text)]
 
 
-def advise(facts: Facts, files: Sequence[VariantFile], channel: str = DEFAULT_CHANNEL, version: str | None = None,
-           package: str | None = None, gates: Mapping[str, Mapping[str, str | None]] | None = None) -> Advice:
-    """`gates`: per CUDA version, matrix.generation_gates of its variant file (doctor's command renders them)."""
-    package = package or default_package(facts)
-    version = version or FALLBACK_VERSIONS[package]
+def advise(facts: Facts, files: Sequence[VariantFile], versions: Mapping[str, str], channels: Sequence[str] = (DEFAULT_CHANNEL,),
+           packages: Sequence[str] = (), gates: Mapping[str, Mapping[str, str | None]] | None = None) -> Advice:
+    """`versions`: each package's, as its recipe renders; `packages`: those to install (default_package's where
+    none); `gates`: per CUDA version, matrix.generation_gates of its variant file (doctor's command renders them)."""
+    chosen = {p: versions[p] for p in NAMES if p in (packages or (default_package(facts),))}
     findings = [f for rule in MACHINE_RULES for f in rule(facts, files)]
     vfile, reason = choose_variant(facts, files)
     if vfile is None:
         return Advice(findings=findings)
     torch = facts.interpreter.torch
     target = Target(vfile, facts.interpreter.minor or vfile.pythons[-1],
-                    (torch.minor if torch is not None else None) or vfile.torches[-1],
-                    DEFAULT_CHANNEL if channel == CONDA_FORGE else channel)
+                    (torch.minor if torch is not None else None) or vfile.torches[-1], tuple(channels))
     findings += [f for rule in TARGET_RULES for f in rule(facts, target)]
     packaged = not any(f.unpackaged for f in findings)
-    generation, generation_notes = machine_generation(facts, vfile, channel, gates)
+    generation, generation_notes = machine_generation(facts, vfile, channels, gates)
     findings += generation_notes
     pinned = generation if generation and not (facts.env.kind == "pixi" and not facts.env.this_project) else None
-    build_string = build_string_glob(channel, vfile, target.python, target.torch, pinned)
-    findings += channel_notes(channel, version, build_string, packaged, package)
+    build_string = build_string_glob(channels, vfile, target.python, target.torch, pinned)
+    findings += channel_notes(channels, chosen, build_string, packaged)
     arch_arg = build_arch_arg(facts.compute_caps, vfile)
     archs = (f"--generation {generation}" if generation and generation != ALL_ARCHS
              else f"--generation {ALL_ARCHS}" if arch_arg == ALL_ARCHS else f"--arch {shlex.quote(arch_arg)}")
-    build = (f"ssm-conda build {'' if package == PACKAGE else f'--package {package} '}--cuda {vfile.cuda} "
+    build = (f"ssm-conda build {''.join(f'--package {p} ' for p in chosen if p != NAMES[0])}--cuda {vfile.cuda} "
              f"--python {target.python} --torch {target.torch} {archs}")
     told = facts.conda is not None and "__cuda_arch" in facts.conda.virtual  # conda sees the GPU by itself
     cuda_arch = facts.compute_caps[0] if pinned and pinned != ALL_ARCHS and not told else None
-    install = (install_commands(facts, vfile.cuda, build_string, channel, version, target.python, package, cuda_arch)
+    install = (install_commands(facts, vfile.cuda, build_string, channels, chosen, target.python, cuda_arch)
                if packaged else [])
     return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,
                   build_string=build_string, generation=generation, install=install, build=[build],

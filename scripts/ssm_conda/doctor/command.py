@@ -14,42 +14,28 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from ssm_conda import options
 from ssm_conda.channels import DEFAULT_CHANNEL, normalise_channel
 from ssm_conda.console import UsageError
-from ssm_conda.doctor.advice import FALLBACK_VERSIONS, advise, default_package
+from ssm_conda.doctor.advice import advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
 from ssm_conda.matrix import generation_gates, load_variant_files, rendered_recipe
-from ssm_conda.paths import variants_dir, workspace
-from ssm_conda.project import NAMES as PACKAGES
-
-
-def default_channel() -> str:
-    """The build's output channel once it holds an index, else the public channel."""
-    local = workspace() / "output"  # `ssm-conda build`'s default --output-dir
-    return str(local) if any(local.glob("*/repodata.json")) else DEFAULT_CHANNEL
-
-
-def package_version(package: str) -> str:
-    """The version the package's recipe renders to; an installed tooling without the recipes has its
-    release's versions."""
-    try:
-        return str(rendered_recipe(package)["package"]["version"])
-    except Exception:  # noqa: BLE001 - no recipe here (an installed tooling): whatever rattler-build raises
-        return FALLBACK_VERSIONS[package]
+from ssm_conda.paths import workspace
+from ssm_conda.project import NAMES
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interpreter", default=sys.executable, metavar="PATH",
                         help="Python of the environment to check (default: the one running ssm-conda)")
-    parser.add_argument("--channel", default=None,
-                        help=f"channel to install from (default: output/ when `ssm-conda build` has "
-                        f"filled it, else {DEFAULT_CHANNEL})")
-    parser.add_argument("--package", choices=PACKAGES, help="the package to install (default: mamba-ssm when it is "
-                        "installed, else causal-conv1d)")
-    parser.add_argument("--variants-dir", type=Path, help="variant files (default: the workspace's variants/)")
+    options.add_channels(parser, "a channel to install from, named in the commands printed (before conda-forge)",
+                         default="output/ when `ssm-conda build` has filled it, else conda-forge")
+    parser.add_argument("--package", action="append", choices=NAMES, help="install this package (repeatable; default: "
+                        "mamba-ssm when it is installed, else causal-conv1d)")
+    options.add_variants_dir(parser)
     parser.add_argument("--no-import", action="store_true", help="read torch's metadata only, do not import it")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout instead of the table")
 
@@ -62,27 +48,42 @@ def _interpreter(value: str) -> str:
 
 
 def _channel(value: str) -> str:
-    """--channel checked as build's is; a folder as its absolute path, since a quoted ~ would not expand."""
+    """A channel checked as build's is; a folder as its absolute path, since a quoted ~ would not expand."""
     normalise_channel(value)
     return str(Path(value).expanduser().resolve()) if Path(value).expanduser().is_dir() else value
 
 
+@dataclass(frozen=True)
+class DoctorOptions:
+    interpreter: str
+    channels: tuple[str, ...]
+    packages: tuple[str, ...]  # in build order; () chooses by what is installed
+    variants_dir: Path
+    import_torch: bool
+    json: bool
+    verbose: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DoctorOptions:
+        local = workspace() / "output"  # `ssm-conda build`'s default --output-dir, once it holds an index
+        default = str(local) if any(local.glob("*/repodata.json")) else DEFAULT_CHANNEL
+        return cls(_interpreter(args.interpreter), options.channels(args.channel, (default,), _channel),
+                   tuple(p for p in NAMES if p in (args.package or ())), options.variants_folder(args.variants_dir),
+                   not args.no_import, args.json, args.verbose)
+
+
 def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
-    interpreter = _interpreter(args.interpreter)
-    channel = _channel(args.channel) if args.channel else default_channel()
-    args.variants_dir = args.variants_dir or variants_dir()
-    if not args.variants_dir.is_dir():
-        raise UsageError(f"--variants-dir {str(args.variants_dir)!r}: no such directory")
-    facts = gather_facts(interpreter, probes, import_torch=not args.no_import)
-    files = load_variant_files(args.variants_dir, facts.platform)  # linux-aarch64's lists have 8.7 (Jetson Orin)
-    if args.verbose:  # where the facts came from, on stderr so that --json stays clean
+    doctor, probes = DoctorOptions.from_args(args), probes or Probes()
+    files = load_variant_files(doctor.variants_dir, probes.platform)  # linux-aarch64's lists have 8.7 (Jetson Orin)
+    facts = gather_facts(doctor.interpreter, probes, import_torch=doctor.import_torch)
+    if doctor.verbose:  # where the facts came from, on stderr so that --json stays clean
         print(f"driver facts from: {', '.join(facts.driver.sources) or 'nothing'}", file=sys.stderr)
         for error in facts.driver.errors:
             print(f"  {error}", file=sys.stderr)
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
-    package = args.package or default_package(facts)
-    version = package_version(package)
-    gates = {f.cuda: generation_gates(f, package, facts.platform) for f in files}
-    advice = advise(facts, files, channel, version, package, gates)
-    print(json.dumps(to_json(facts, advice), indent=2) if args.json else render_text(facts, advice))
+    packages = doctor.packages or (default_package(facts),)
+    versions = {p: str(rendered_recipe(p)["package"]["version"]) for p in packages}
+    gates = {f.cuda: generation_gates(f, packages[0], facts.platform) for f in files}
+    advice = advise(facts, files, versions, doctor.channels, packages, gates)
+    print(json.dumps(to_json(facts, advice), indent=2) if doctor.json else render_text(facts, advice))
     return 0

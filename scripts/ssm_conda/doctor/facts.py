@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,8 @@ from ssm_conda.archs import version_key
 from ssm_conda.machine import DriverInfo, driver_info
 from ssm_conda.matrix import TARGET_PLATFORM
 from ssm_conda.paths import is_workspace
+from ssm_conda.project import PACKAGES
 
-PACKAGE = "causal-conv1d"
-DIST_FIELDS = {"causal-conv1d": "causal_conv1d", "mamba-ssm": "mamba_ssm"}  # conda name -> InterpreterInfo field
 TORCH_BUILD_RE = re.compile(r"_torch(\d)(\d+)_")  # this project's build strings: cuda130_py312_torch213_h<hash>_0
 WHEEL_TAG_RE = re.compile(r"cu(\d+)torch(\d+\.\d+)cxx11abi(TRUE|FALSE)", re.IGNORECASE)
 PROBE_SCRIPT = Path(__file__).with_name("interpreter_probe.py")
@@ -78,15 +77,17 @@ class InterpreterInfo:
     version: str | None = None  # "3.12.4"
     prefix: str | None = None
     torch: TorchInfo | None = None  # None: torch is not installed
-    causal_conv1d: InstalledDist | None = None
+    causal_conv1d: InstalledDist | None = None  # one field per package of ssm_conda.project, named by its module
     mamba_ssm: InstalledDist | None = None
-    extension_error: str | None = None  # why `import causal_conv1d_cuda` failed
-    extension_ok: bool | None = None
+    extensions: dict[str, str | None] = field(default_factory=dict)  # each one found: None, or why `import` failed
     error: str | None = None  # the probe itself failed
 
     @property
     def minor(self) -> str | None:
         return ".".join(self.version.split(".")[:2]) if self.version else None
+
+    def dist(self, package: str) -> InstalledDist | None:
+        return getattr(self, next(p.module for p in PACKAGES if p.name == package))
 
 
 @dataclass
@@ -130,7 +131,8 @@ def parse_probe_output(executable: str, stdout: str, returncode: int, stderr: st
         if line.startswith(PROBE_MARK):
             with contextlib.suppress(ValueError):  # a line cut short by a crash
                 record = json.loads(line[len(PROBE_MARK) :])
-                stages[record.pop("stage", "")] = record
+                stage = record.pop("stage", "")
+                stages[f"{stage} {record['name']}" if stage == "extension" else stage] = record
     crash = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
     info = InterpreterInfo(executable)
     if "python" in stages:
@@ -139,27 +141,28 @@ def parse_probe_output(executable: str, stdout: str, returncode: int, stderr: st
     else:
         info.error = f"could not run {executable}: {(stderr.strip().splitlines() or [crash])[-1]}"
     dists = {name: InstalledDist(**raw) for name, raw in stages.get("dists", {}).items() if raw}
-    info.causal_conv1d, info.mamba_ssm, torch_dist = dists.get("causal_conv1d"), dists.get("mamba_ssm"), dists.get("torch")
+    for package in PACKAGES:
+        setattr(info, package.module, dists.get(package.module))
+    torch_dist = dists.get("torch")
     torch = stages.get("torch")  # absent: not importable, not imported (--no-import), or the import crashed
     if torch is not None or torch_dist is not None:
         info.torch = TorchInfo(**(torch or {}), dist=torch_dist)
         if torch is None and returncode != 0:
             info.torch.import_error = f"`import torch` crashed the interpreter ({crash})"
         info.torch.version = info.torch.version or (torch_dist.version if torch_dist else None)
-    if "extension" in stages:
-        info.extension_ok, info.extension_error = bool(stages["extension"].get("ok")), stages["extension"].get("error")
-    elif returncode != 0 and torch is not None and "import_error" not in torch:
-        info.extension_ok, info.extension_error = False, f"`import causal_conv1d_cuda` crashed ({crash})"
+    info.extensions = {name: f"`import {name}` crashed the interpreter ({crash})" if record.get("crashed") else record["error"]
+                       for name, record in ((k.split()[1], v) for k, v in stages.items() if k.startswith("extension "))}
     return info
 
 
 def probe_interpreter(executable: str, import_torch: bool = True, timeout: float = 180) -> InterpreterInfo:
-    """Ask the target interpreter about itself, torch and causal-conv1d, in a subprocess."""
+    """Ask the target interpreter about itself, torch and this project's packages, in a subprocess."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if not import_torch:
         env["DOCTOR_NO_IMPORT"] = "1"
+    packages = json.dumps([{k: v for k, v in asdict(p).items() if k in ("name", "module", "extensions")} for p in PACKAGES])
     try:
-        result = subprocess.run([executable, "-c", PROBE_SCRIPT.read_text()], capture_output=True, text=True,
+        result = subprocess.run([executable, "-c", PROBE_SCRIPT.read_text(), packages], capture_output=True, text=True,
                                 timeout=timeout, env=env, cwd=Path(executable).parent if Path(executable).is_absolute() else None)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -228,8 +231,8 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
     records = probes.conda_records(interp.prefix or env.prefix)
     if "pytorch" in records and interp.torch is not None and interp.torch.dist is not None:
         interp.torch.dist.conda_build = records["pytorch"][1]
-    for name, attr in ((n, a) for n, a in DIST_FIELDS.items() if n in records):
-        version, build = records[name]
-        setattr(interp, attr, replace(getattr(interp, attr) or InstalledDist(version, "conda"), conda_build=build))
+    for package in (p for p in PACKAGES if p.name in records):
+        version, build = records[package.name]
+        setattr(interp, package.module, replace(interp.dist(package.name) or InstalledDist(version, "conda"), conda_build=build))
     return Facts(probes.driver(), interp, env, probes.environ.get("CONDA_OVERRIDE_CUDA") or None,
                  probes.platform, probes.conda(probes.environ))

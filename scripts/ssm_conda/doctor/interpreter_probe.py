@@ -3,7 +3,8 @@
 # be any Python 3 with any (or a broken) torch, so this file imports nothing of ssm_conda and keeps
 # to old syntax; it catches everything on purpose (a broken torch must not take the doctor down).
 # Each finding is one `@@doctor {json}` line, flushed at once, so a crash in `import torch` still
-# leaves what came before it. The keys are the fields of the doctor's dataclasses.
+# leaves what came before it. The keys are the fields of the doctor's dataclasses. argv[1] is the
+# packages to look for, as JSON: [{"name": ..., "module": ..., "extensions": [...]}, ...] (ssm_conda.project).
 import importlib.util
 import json
 import os
@@ -11,6 +12,7 @@ import sys
 
 if sys.path and sys.path[0] in ("", os.getcwd()):
     sys.path.pop(0)
+PACKAGES = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
 
 
 def emit(**kw):
@@ -37,8 +39,8 @@ emit(stage="python", version="%d.%d.%d" % tuple(sys.version_info[:3]), executabl
 try:
     import importlib.metadata as metadata
 
-    emit(stage="dists", torch=dist(metadata, "torch"), causal_conv1d=dist(metadata, "causal_conv1d", "causal-conv1d"),
-         mamba_ssm=dist(metadata, "mamba_ssm", "mamba-ssm"))
+    found = dict((p["module"], dist(metadata, p["module"], p["name"])) for p in PACKAGES)
+    emit(stage="dists", torch=dist(metadata, "torch"), **found)
 except ImportError:  # before Python 3.8
     pass
 if importlib.util.find_spec("torch") is None or os.environ.get("DOCTOR_NO_IMPORT") == "1":
@@ -51,10 +53,12 @@ try:
 except BaseException as exc:
     emit(stage="torch", import_error="%s: %s" % (type(exc).__name__, exc))
     sys.exit(0)
-if importlib.util.find_spec("causal_conv1d_cuda") is not None:
+for name in [e for p in PACKAGES for e in p["extensions"]]:
+    if importlib.util.find_spec(name) is None:
+        continue
+    emit(stage="extension", name=name, crashed=True)  # stands if the import takes the interpreter down
     try:
-        import causal_conv1d_cuda  # noqa: F401
-
-        emit(stage="extension", ok=True)
+        importlib.import_module(name)
+        emit(stage="extension", name=name, error=None)
     except BaseException as exc:
-        emit(stage="extension", ok=False, error="%s: %s" % (type(exc).__name__, exc))
+        emit(stage="extension", name=name, error="%s: %s" % (type(exc).__name__, exc))

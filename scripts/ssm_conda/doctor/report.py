@@ -8,8 +8,9 @@ from typing import Any
 from ssm_conda.console import format_table
 from ssm_conda.doctor.advice import Advice
 from ssm_conda.doctor.facts import Facts, InstalledDist, TorchInfo
+from ssm_conda.project import NAMES
 
-SCHEMA = 1
+SCHEMA = 2  # 2: the interpreter's extensions, each by name
 
 
 def _torch_row(torch: TorchInfo | None) -> str:
@@ -32,7 +33,7 @@ def _dist_row(dist: InstalledDist | None) -> str:
 
 
 def facts_rows(facts: Facts) -> list[tuple[str, str]]:
-    interp, env, dist, driver = facts.interpreter, facts.env, facts.interpreter.causal_conv1d, facts.driver
+    interp, env, driver = facts.interpreter, facts.env, facts.driver
     found = driver.version or driver.cuda
     rows = [("NVIDIA driver", f"{driver.version or '?'} (supports CUDA {driver.cuda or '?'})" if found else "not found")]
     if facts.conda_override_cuda:
@@ -46,8 +47,7 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
         ("Python", f"{interp.version or '?'} ({interp.executable})"),
         ("torch", _torch_row(interp.torch)),
         ("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"),
-        ("causal-conv1d", _dist_row(dist)),
-        ("mamba-ssm", _dist_row(interp.mamba_ssm)),
+        *((name, _dist_row(interp.dist(name))) for name in NAMES),
     ]
 
 

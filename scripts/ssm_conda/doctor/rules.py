@@ -15,7 +15,10 @@ from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import Facts, major
 from ssm_conda.machine import MIN_DRIVER_FOR_MAJOR
 from ssm_conda.matrix import VariantFile
+from ssm_conda.project import PACKAGES
 from ssm_conda.selection import build_glob
+
+CONDA_FORGE = "conda-forge"
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,17 @@ class Target:  # the variant the doctor recommends, and the Python and torch min
     variant: VariantFile
     python: str  # "3.12"
     torch: str  # "2.13"
-    channel: str = DEFAULT_CHANNEL  # this project's channel (the one install commands use, unless conda-forge)
+    channels: tuple[str, ...] = (DEFAULT_CHANNEL,)  # the ones install commands use
+
+
+def ours(channels: Sequence[str]) -> list[str]:
+    """The channels other than conda-forge: where this project's packages come from."""
+    return [c for c in channels if c != CONDA_FORGE]
+
+
+def channel_args(channels: Sequence[str]) -> str:
+    """conda's -c for each of this project's channels, then conda-forge's, each one shell word."""
+    return " ".join(f"-c {shlex.quote(c)}" for c in (*ours(channels), CONDA_FORGE))
 
 
 MachineRule = Callable[[Facts, Sequence[VariantFile]], list[Finding]]
@@ -118,17 +131,16 @@ def installed_package(facts: Facts, files: Sequence[VariantFile]) -> list[Findin
 
 
 def extension_import_failed(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    interp, torch = facts.interpreter, facts.interpreter.torch
-    error = interp.extension_error or ""
-    first_line = error.splitlines()[0][:200] if error else "?"
-    if "undefined symbol" in error:
-        return [warning("extension-undefined-symbol",
-                        f"`import causal_conv1d_cuda` fails: {first_line} -- the installed causal-conv1d was "
-                        f"built against another torch ({torch.version if torch else '?'} here); uninstall it and install "
-                        "the matching package")]
-    if interp.extension_ok is False:
-        return [warning("extension-import-failed", f"`import causal_conv1d_cuda` fails: {first_line}")]
-    return []
+    """Each installed package's extensions (ssm_conda.project) that do not import."""
+    torch, found = facts.interpreter.torch, []
+    for name, error in ((n, e) for n, e in facts.interpreter.extensions.items() if e is not None):
+        owner = next((p.name for p in PACKAGES if name in p.extensions), name)
+        first_line = error.splitlines()[0][:200] if error else "?"
+        found.append(warning("extension-undefined-symbol", f"`import {name}` fails: {first_line} -- the installed {owner} "
+                             f"was built against another torch ({torch.version if torch else '?'} here); uninstall it "
+                             "and install the matching package") if "undefined symbol" in error
+                     else warning("extension-import-failed", f"`import {name}` fails: {first_line}"))
+    return found
 
 
 def ssm_version_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
@@ -255,7 +267,7 @@ def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
 def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
     """mamba-ssm and causal-conv1d built for different torch minors, or for another torch than the one here."""
     interp = facts.interpreter
-    dists = [(n, d) for n, d in (("mamba-ssm", interp.mamba_ssm), ("causal-conv1d", interp.causal_conv1d)) if d]
+    dists = [(p.name, d) for p in reversed(PACKAGES) if (d := interp.dist(p.name))]
     built = {n: d.torch_minor for n, d in dists if d.torch_minor}
     here = interp.torch.minor if interp.torch is not None else None
     if interp.mamba_ssm is None or not built or (len(set(built.values())) == 1 and here in (None, *built.values())):
@@ -268,7 +280,7 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
                     f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions "
                     "fail with `undefined symbol` or crash; install the matching pair from this project's channel: "
                     + (f"`{shlex.quote(interp.executable)} -m pip uninstall -y {pip}`, then " if pip else "")
-                    + f'`conda install -c {shlex.quote(target.channel)} -c conda-forge "mamba-ssm=*={build}" '
+                    + f'`conda install {channel_args(target.channels)} "mamba-ssm=*={build}" '
                     f'"causal-conv1d=*={build}"`')]
 
 

@@ -40,6 +40,7 @@ CUDA130 = VariantFile(
     },
 )
 FILES = [CUDA129, CUDA130]
+VERSIONS = {"causal-conv1d": "1.7.0", "mamba-ssm": "2.3.2.post1"}  # what the recipes render to
 
 H100 = GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0")
 B300 = GpuInfo(0, "NVIDIA B300", "10.3")
@@ -71,7 +72,8 @@ def make_facts(
     env: EnvInfo | None = None,
     wheel: InstalledDist | None = None,
     mamba: InstalledDist | None = None,
-    extension_error: str | None = None,
+    extension_error: str | None = None,  # causal_conv1d_cuda's
+    extensions: dict[str, str | None] | None = None,
     override: str | None = None,
 ) -> Facts:
     interp = InterpreterInfo(
@@ -81,8 +83,7 @@ def make_facts(
         torch=torch,
         causal_conv1d=wheel,
         mamba_ssm=mamba,
-        extension_error=extension_error,
-        extension_ok=None if extension_error is None else False,
+        extensions=extensions or ({"causal_conv1d_cuda": extension_error} if extension_error else {}),
     )
     return Facts(
         driver=drv if drv is not None else driver(),

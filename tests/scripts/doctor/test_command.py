@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
-from ssm_conda.dev import subcommand
 from ssm_conda.doctor import command
 from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
 from ssm_conda.doctor.report import SCHEMA
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import load_variant_files
+from ssm_conda_dev import subcommand
 
 from tests.repo import REPO_ROOT
 from tests.scripts.doctor.builders import FAKE_TORCH, driver, fake_env
@@ -108,17 +108,28 @@ def test_help_names_the_options() -> None:
     assert "__cuda_arch" in result.stdout  # the module docstring is the description
 
 
-def test_package_version_is_what_the_recipe_renders_to(monkeypatch) -> None:
-    assert command.package_version("causal-conv1d") == "1.7.0"
-    assert command.package_version("mamba-ssm") == "2.3.2.post1"
+NO_GPU_PROBES = Probes(driver=lambda: DriverInfo(), conda_records=lambda _prefix: {}, environ={},
+                       interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere"))
+
+
+def test_the_version_installed_is_what_the_recipe_renders_to(monkeypatch, capsys) -> None:
+    """No second copy of the recipes' versions: each package's, as its recipe renders."""
+    assert command.run(cli.parse_args(["doctor", "--package", "causal-conv1d", "--package", "mamba-ssm"]),
+                       probes=NO_GPU_PROBES) == 0
+    assert '"causal-conv1d=1.7.0=cuda' in (out := capsys.readouterr().out) and '"mamba-ssm=2.3.2.post1=cuda' in out
     monkeypatch.setattr(command, "rendered_recipe", lambda package: {"package": {"version": "9.9.9"}})
-    assert command.package_version("mamba-ssm") == "9.9.9"
+    assert command.run(cli.parse_args(["doctor", "--package", "mamba-ssm"]), probes=NO_GPU_PROBES) == 0
+    assert '"mamba-ssm=9.9.9=cuda' in capsys.readouterr().out
 
-    def no_recipe(package: str) -> dict:
-        raise FileNotFoundError(package)
 
-    monkeypatch.setattr(command, "rendered_recipe", no_recipe)  # an installed tooling, no recipes
-    assert command.package_version("mamba-ssm") == "2.3.2.post1"
+def test_outside_a_checkout_it_says_it_needs_one(tmp_path: Path) -> None:
+    """The variant files and the recipes say what fits; an installed tool has neither of its own."""
+    argv, env = subcommand("doctor", "--no-import")
+    env.pop("SSM_CONDA_WORKSPACE", None)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"error: no causal-conv1d-conda checkout in {tmp_path} or above it (a folder holding recipe/ and " \
+                            "variants/): run this inside one, or pass --workspace DIR\n"
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,19 @@ def test_probe_reads_torch_and_a_stale_wheel(tmp_path: Path) -> None:
     assert info.causal_conv1d is not None and info.causal_conv1d.wheel_tag == {
         "cuda_major": "12", "torch": "2.6", "cxx11_abi": True,
     }
-    assert info.extension_ok is False and "undefined symbol" in (info.extension_error or "")
+    assert list(info.extensions) == ["causal_conv1d_cuda"] and "undefined symbol" in (info.extensions["causal_conv1d_cuda"] or "")
+
+
+def test_probe_imports_every_extension_of_every_package(tmp_path: Path) -> None:
+    """causal_conv1d_cuda and selective_scan_cuda (ssm_conda.project): each one found is imported, and a crash names it."""
+    wrapper = fake_env(tmp_path, FAKE_TORCH)
+    (tmp_path / "site" / "selective_scan_cuda.py").write_text("")
+    info = doc.probe_interpreter(str(wrapper))
+    assert info.extensions["selective_scan_cuda"] is None and "undefined symbol" in (info.extensions["causal_conv1d_cuda"] or "")
+    (tmp_path / "site" / "selective_scan_cuda.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    info = doc.probe_interpreter(str(wrapper))
+    assert info.extensions["selective_scan_cuda"] == "`import selective_scan_cuda` crashed the interpreter (signal 11)"
+    assert "undefined symbol" in (info.extensions["causal_conv1d_cuda"] or "")  # what came before the crash stays
 
 
 def test_probe_survives_a_segfaulting_torch(tmp_path: Path) -> None:

@@ -119,6 +119,11 @@ def test_extension_import_failed() -> None:
     assert finding.code == "extension-undefined-symbol" and "2.13.0 here" in finding.message
     other = rules.extension_import_failed(make_facts(torch=conda_torch(), extension_error="OSError: libc10.so"), FILES)
     assert codes(other) == ["extension-import-failed"] and "libc10.so" in other[0].message
+    both = make_facts(torch=conda_torch(), extensions={"causal_conv1d_cuda": None, "selective_scan_cuda": symbol})
+    [finding] = rules.extension_import_failed(both, FILES)
+    assert finding.code == "extension-undefined-symbol"
+    assert finding.message.startswith("`import selective_scan_cuda` fails: ")
+    assert "the installed mamba-ssm was built" in finding.message
 
 
 CONDA_CC = InstalledDist("1.7.0", "conda", conda_build="cuda130_py312_torch213_h0_0")
