@@ -242,7 +242,7 @@ def test_publishing_uses_trusted_publishing_with_attestations():
     upload = BUILD["jobs"]["upload"]
     assert upload["permissions"]["id-token"] == "write" and upload["environment"] == "prefix.dev"
     run = upload["steps"][-1]["run"]
-    assert run == 'pixi run upload prefix --channel "$CHANNEL" --skip-existing --generate-attestation'
+    assert run == 'pixi run upload prefix --to "$CHANNEL" --skip-existing --generate-attestation'
     assert "secrets" not in (WORKFLOWS / "build.yml").read_text()  # no stored key
 
 

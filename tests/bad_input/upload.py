@@ -25,8 +25,8 @@ DAMAGE_ERRORS = {
     "symlink out of the folder": (2, ", outside it; upload sends only the channel's own files"),
     "foreign package": (2, "linux-64/numpy-2.0.0-py312_0.conda: numpy is not built by recipe/"),
 }
-DRY_RUN = ("upload", "--dry-run", "--output-dir", "{tmp}/output", "prefix", "--channel", "c")
-QUETZ = ("upload", "--output-dir", "{tmp}/output", "quetz", "--url", "https://q.example", "--channel", "c")
+DRY_RUN = ("upload", "--dry-run", "--output-dir", "{tmp}/output", "prefix", "--to", "c")
+QUETZ = ("upload", "--output-dir", "{tmp}/output", "quetz", "--url", "https://q.example", "--to", "c")
 
 
 def channel(change: Callable[[Path], object] | None = None) -> Callable[[Context], None]:
@@ -78,11 +78,10 @@ CASES = [
     *(Case(f"upload-verify-timeout-{value}", (*QUETZ, "--verify-timeout", value),
            f"argument --verify-timeout: '{value}' is not a number of seconds >= 0", setup=channel())
       for value in ("nan", "-1", "inf")),
-    *(Case(f"upload-{target}-url-not-a-url", ("upload", "--dry-run", target, *extra, "--url", "not-a-url"),
+    *(Case(f"upload-{target}-url-not-a-url", ("upload", "--dry-run", target, "--to", "c", "--url", "not-a-url"),
            "argument --url: 'not-a-url' is not an http(s) URL with a host", setup=channel())
-      for target, extra in (("quetz", ("--channel", "c")), ("artifactory", ("--channel", "c")), ("prefix", ("--channel", "c")),
-                            ("anaconda", ("--owner", "o")))),
-    Case("upload-url-password-not-shown", ("upload", "quetz", "--channel", "c", "--url", "ftp://me:pw-1234@q.example"),
+      for target in ("quetz", "artifactory", "prefix", "anaconda")),
+    Case("upload-url-password-not-shown", ("upload", "quetz", "--to", "c", "--url", "ftp://me:pw-1234@q.example"),
          "argument --url: 'ftp://****@q.example' is not an http(s) URL"),
     Case("upload-auth-file-not-json", (*QUETZ, "--dry-run"), "/auth.json at line 1 column 2: not what rattler's auth storage "
          "holds", setup=auth_file("{not json")),

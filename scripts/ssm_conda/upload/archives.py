@@ -1,7 +1,6 @@
-"""The packages to upload, checked before anything is sent: only what recipe/ builds, as variants/ renders
-it, each archive unpacked completely and held to its info/paths.json, named as its index.json says, in its
-subdir, with the sha256 the local repodata lists. A foreign file stops the run; one bad archive: nothing is sent.
-"""
+"""The packages to upload, checked before anything is sent: only what recipe/ builds, as variants/ renders it, each
+archive unpacked completely and held to its info/paths.json, named as its index.json says, in its subdir, with the
+sha256 the local repodata lists. A foreign file stops the run; one bad archive: nothing is sent."""
 
 from __future__ import annotations
 
@@ -9,13 +8,13 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import PLATFORMS, Selection, plan
+from ssm_conda.matrix import PLATFORMS, Selection, load_variant_files, plan
 from ssm_conda.project import NAMES as PACKAGES
 from ssm_conda.selection import choose_built, without_hash
-from ssm_conda.upload.served import repodata_filenames
 
 
 @dataclass
@@ -41,7 +40,13 @@ class LocalPackage:
         return without_hash(self.name_and_build[1]) or "-"
 
 
-def local_packages(output_dir: Path) -> list[LocalPackage]:
+def repodata_filenames(repodata: dict[str, Any]) -> dict[str, str]:
+    """filename -> sha256 ('' if the repodata does not list one)."""
+    records = {**repodata.get("packages", {}), **repodata.get("packages.conda", {})}
+    return {name: str(rec.get("sha256", "")) for name, rec in records.items()}
+
+
+def local_packages(output_dir: Path, variants_dir: Path | None = None) -> list[LocalPackage]:
     output_dir = output_dir.resolve()
     if not output_dir.is_dir():
         raise UsageError(f"output channel {output_dir} does not exist (build first, or pass --output-dir)")
@@ -49,18 +54,18 @@ def local_packages(output_dir: Path) -> list[LocalPackage]:
     if not paths:
         raise UsageError(f"no .conda or .tar.bz2 packages in {output_dir}")
     for path in paths:
-        refuse_foreign(path, output_dir)
+        refuse_foreign(path, output_dir, variants_dir)
     return [LocalPackage(path=p, subdir=p.parent.name, size=p.stat().st_size) for p in paths]
 
 
 @functools.cache
-def rendered(subdir: str) -> frozenset[str]:
+def rendered(subdir: str, variants_dir: Path | None) -> frozenset[str]:
     """NAME-VERSION-BUILD, less the build string's hash, of every package recipe/ builds for `subdir`."""
-    variants = plan(target_platform=subdir) if subdir in PLATFORMS else []
+    variants = plan(files=load_variant_files(variants_dir, subdir), target_platform=subdir) if subdir in PLATFORMS else []
     return frozenset(f"{v.package}-{v.rendered.recipe.package.version}-{without_hash(v.build_string)}" for v in variants)
 
 
-def refuse_foreign(path: Path, output_dir: Path) -> None:
+def refuse_foreign(path: Path, output_dir: Path, variants_dir: Path | None) -> None:
     """Only what recipe/ builds is sent: the channel is prepended with strict priority, so anything else
     (python, libgcc, another project's numpy) would shadow conda-forge's package for its users."""
     if not path.is_relative_to(output_dir):
@@ -69,19 +74,14 @@ def refuse_foreign(path: Path, output_dir: Path) -> None:
     if name not in PACKAGES:
         raise UsageError(f"{shown}: {name} is not built by recipe/ (only {', '.join(PACKAGES)} are published); "
                          f"move it out of {output_dir}")
-    if without_hash(path.name.removesuffix(".conda").removesuffix(".tar.bz2")) not in rendered(path.parent.name):
+    if without_hash(path.name.removesuffix(".conda").removesuffix(".tar.bz2")) not in rendered(path.parent.name, variants_dir):
         raise UsageError(f"{shown}: not a build variants/ renders for {path.parent.name} (an --arch build, or a variant "
                          f"or version no longer listed); move it out of {output_dir}")
 
 
-def filter_packages(packages: list[LocalPackage], selection: Selection) -> list[LocalPackage]:
-    """The packages the selectors choose (ssm_conda.selection: as rattler-build renders the recipes)."""
-    return choose_built(packages, lambda p: p.name_and_build, selection)
-
-
-def select_packages(output_dir: Path, selection: Selection) -> list[LocalPackage]:
-    packages = local_packages(output_dir)
-    chosen = filter_packages(packages, selection)
+def select_packages(output_dir: Path, selection: Selection, variants_dir: Path | None = None) -> list[LocalPackage]:
+    packages = local_packages(output_dir, variants_dir)
+    chosen = choose_built(packages, lambda p: p.name_and_build, selection, variants_dir)  # as rattler-build renders them
     if not chosen:
         shown = ", ".join(p.filename for p in packages[:6]) + (" ..." if len(packages) > 6 else "")
         raise UsageError(f"no package in {output_dir} matches the selectors; found: {shown}")

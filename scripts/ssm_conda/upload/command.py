@@ -1,17 +1,9 @@
-"""Upload the packages of a local channel (default output/) to a conda server.
-
-The common options (--output-dir, the selectors, --dry-run, --skip-existing, -v, --verify-timeout,
---no-verify) go before or after TARGET. Every package is checked before anything is sent, uploaded
-with py-rattler-build (S3: boto3, then indexed with py-rattler), and looked up in the channel's
-repodata until it is served.
-
-Credentials never come from options: a key in the environment, else rattler's auth storage, where
-`rattler-build auth login` and `pixi auth login` put them:
-  prefix       PREFIX_API_KEY, a BearerToken for the host, or trusted publishing in GitHub Actions
-  anaconda     ANACONDA_API_KEY, or a CondaToken for the API host (api.anaconda.org)
-  quetz        QUETZ_API_KEY, or a CondaToken for the server's host
-  artifactory  ARTIFACTORY_TOKEN, or a BearerToken / BasicHTTP entry for the server's host
-  s3           the AWS credential chain: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...
+"""Upload the packages of a local channel (default: the workspace's output/) to a conda server, named by
+--to on every target; the common options (--output-dir, the selectors, --dry-run, --skip-existing, -v,
+--verify-timeout, --no-verify) go before or after TARGET. Every package is checked before anything is sent,
+uploaded with py-rattler-build (S3: boto3, then indexed with py-rattler), and looked up in the channel's
+repodata until it is served. Credentials never come from options: a key in the environment, else rattler's
+auth storage (`rattler-build auth login`, `pixi auth login`), as each TARGET below says.
 """
 
 from __future__ import annotations
@@ -20,27 +12,23 @@ import argparse
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 
 import rattler_build
 
 from ssm_conda.console import Outcome, PipelineError, human_size, print_summary, print_table
-from ssm_conda.paths import workspace
-from ssm_conda.selection import selection_from_args
 from ssm_conda.upload.archives import LocalPackage, check_all, invalid_message, select_packages
-from ssm_conda.upload.credentials import one_line
-from ssm_conda.upload.options import TARGET_CLASSES
+from ssm_conda.upload.options import UploadOptions, resolve
 from ssm_conda.upload.options import configure as configure  # the subcommand's parser
-from ssm_conda.upload.targets import Target
+from ssm_conda.upload.targets import Target, one_line
 
 Outcomes = dict[str, Outcome]  # filename -> its row in the summary
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TARGET_CLASSES[args.target](args, dict(os.environ))
-    output_dir = Path(args.output_dir or workspace() / "output").resolve()
-    packages = select_packages(output_dir, selection_from_args(args))
+    options = resolve(args, os.environ)
+    target, output_dir = options.target, options.output_dir
+    packages = select_packages(output_dir, options.selection, options.variants_dir)
     outcomes = {p.filename: Outcome(p.filename, p.variant, size=p.size) for p in packages}
     invalid = check_all(packages, output_dir)  # all or nothing, before any server is contacted
     for pkg in invalid:
@@ -48,24 +36,23 @@ def run(args: argparse.Namespace) -> int:
     if invalid:
         stop(outcomes, invalid_message(invalid, output_dir))
     credential = target.find_credential()
-    if args.dry_run:  # what would go where; contacts no server
+    if options.dry_run:  # what would go where; contacts no server
         print(f"dry run: {len(packages)} package(s) from {output_dir} to {target.name} {target.channel_display()}")
-        print(f"credentials: {credential.describe() if credential else f'none found ({target.missing_credential_hint()})'}")
+        print(f"credentials: {credential or f'none found ({target.missing_credential_hint()})'}")
         print_table(["package", "size", "destination"],
                     [(p.filename, human_size(p.size), target.destination(p)) for p in packages])
         return 0
     if credential is None:
         raise PipelineError(target.missing_credential_hint())
-    target.credential = credential
-    print(f"uploading {len(packages)} package(s) to {target.name} {target.channel_display()} with {credential.describe()}",
+    print(f"uploading {len(packages)} package(s) to {target.name} {target.channel_display()} with {credential}",
           flush=True)
     try:
         target.check_credential()
     except PipelineError as exc:
         raise PipelineError(target.explain_refusal(str(exc), unclear_may_be_auth=False)) from exc
-    mark_existing(target, packages, outcomes, args.skip_existing)
+    mark_existing(target, packages, outcomes, options.skip_existing)
     failure = upload_all(target, packages, outcomes)
-    failure = make_served(target, args, packages, outcomes) or failure
+    failure = make_served(target, options, packages, outcomes) or failure
     print_summary(list(outcomes.values()))
     uploaded, skipped = (sum(o.result == r for o in outcomes.values()) for r in ("uploaded", "skipped"))
     if failure:
@@ -128,7 +115,7 @@ def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes)
     return None
 
 
-def make_served(target: Target, args: argparse.Namespace, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
+def make_served(target: Target, options: UploadOptions, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
     """Index where the target needs it (after a skip too: an interrupted run may not have), then poll
     the repodata until it lists the uploads. (A file an interrupted run put but never indexed is not
     listed, so the next run puts it again.)"""
@@ -138,9 +125,9 @@ def make_served(target: Target, args: argparse.Namespace, packages: list[LocalPa
             target.after_upload({p.subdir for p in packages})
         except PipelineError as exc:
             return one_line(exc)
-    if not uploaded or args.no_verify:
+    if not uploaded or options.verify_timeout is None:
         return None
-    problems = wait_until_served(target, uploaded, args.verify_timeout, log=print if args.verbose else lambda _: None)
+    problems = wait_until_served(target, uploaded, options.verify_timeout, log=print if options.verbose else lambda _: None)
     for pkg in uploaded:
         outcome = outcomes[pkg.filename]
         if pkg.filename in problems:

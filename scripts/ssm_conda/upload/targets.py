@@ -1,24 +1,54 @@
-"""Upload destinations served over HTTP, one small class per server, uploading through py-rattler-build:
-where packages go, where the repodata is read, which key it takes, how to log in (S3: s3.py).
+"""Upload destinations served over HTTP, one frozen dataclass per server, uploading through py-rattler-build: where
+packages go, where the repodata is read, which key it takes, how to log in (S3: s3.py). Its `option` fields are
+its command line and environment, resolved once by options.resolve.
+
+Credentials: a key from the environment, or rattler's auth storage ($RATTLER_AUTH_FILE, the keyring,
+~/.rattler/credentials.json, ~/.netrc: what `rattler-build auth login` and `pixi auth login` write), which
+rattler reads itself and we never parse; never from options. Every value we see is masked in all output.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import urllib.error
+import urllib.request
+from dataclasses import MISSING, dataclass, field
+from typing import Any
 from urllib.parse import quote, urlparse
 
 import rattler_build
 
-from ssm_conda.channels import rattler_client
+from ssm_conda.channels import fetch_repodata, rattler_client
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage
-from ssm_conda.upload.credentials import AUTH_STORAGE, Credential, mask, register_secret
-from ssm_conda.upload.served import NotFound, http_get_json, listed_in
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
 TRUSTED_PUBLISHING = "trusted publishing (GitHub Actions OIDC)"
 NOT_AUTH_RE = re.compile(r"cannot reach|connect|resolve|dns|timed? ?out|unreachable|sending request|\b5\d\d\b", re.I)
+HTTP_TIMEOUT_S = 30
+_SECRETS: set[str] = set()
+AUTH_STORAGE = "rattler's auth storage ($RATTLER_AUTH_FILE, keyring, ~/.rattler/credentials.json or ~/.netrc)"
+
+
+def register_secret(value: str | None) -> str | None:
+    if value and len(value) >= 4:
+        _SECRETS.add(value)
+    return value
+
+
+def mask(text: str) -> str:
+    """Every registered secret, and the user and password of any URL, as ****."""
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, "****")
+    return re.sub(r"(?<=://)[^/@\s]+@", "****@", text)
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """A message as one masked line (rattler errors span several lines)."""
+    flat = " ".join(mask(str(text)).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def join(base: str, *parts: str) -> str:
@@ -38,73 +68,93 @@ def http_url(value: str) -> str:
     return value
 
 
+def http_get_json(url: str, headers: dict[str, str], what: str) -> Any:
+    """GET a JSON document (None for 404); a refusal or no answer is one line."""
+    request = urllib.request.Request(url, headers={"User-Agent": "ssm-conda-upload", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        if exc.code in (401, 403):
+            raise PipelineError(f"{what} rejected the credentials (HTTP {exc.code}) for {mask(url)}") from exc
+        raise PipelineError(f"{what} answered HTTP {exc.code} for {mask(url)}") from exc
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise PipelineError(f"cannot reach {what} at {mask(url)}: {one_line(reason)}") from exc
+    except ValueError as exc:
+        raise PipelineError(f"{what} sent something that is not JSON for {mask(url)}") from exc
+
+
+def listed_in(channel_url: str, subdir: str, headers: dict[str, str]) -> dict[str, str]:
+    """filename -> sha256 of what the channel lists for `subdir` ({} while it has none), through py-rattler."""
+    try:
+        repodata = fetch_repodata(channel_url, subdir, headers)
+    except PipelineError as exc:
+        raise PipelineError(one_line(exc)) from exc
+    records = repodata.load_all_records() if repodata is not None else []
+    return {r.file_name: r.sha256.hex() if r.sha256 else "" for r in records}
+
+
+def option(help: str | None, default: Any = MISSING, env: tuple[str, ...] = (), **argparse_kwargs: Any) -> Any:
+    """A field given as --NAME where it has a help (required without a default), else by the first of `env` set."""
+    return field(default=default, metadata={"env": env, **({"cli": {"help": help, **argparse_kwargs}} if help else {})})
+
+
+@dataclass(frozen=True, kw_only=True)
 class Target:
-    """One upload destination."""
+    """One upload destination: `to` names it on the server (a channel, an owner, a repository, a bucket)."""
 
     name = ""
-    label = ""
+    server = ""  # in messages
     help = ""
-    env_var = ""
+    env_var = ""  # the key in the environment
     login_flag = "--token"  # of `rattler-build auth login`: the kind of credential the server takes
 
-    def __init__(self, args: argparse.Namespace, env: dict[str, str]):
-        self.args = args
-        self.env = env
-        self.credential: Credential | None = None
+    to: str
+    url: str = ""
+    key: str | None = None  # $env_var: handed to rattler-build and sent with our reads
 
-    @classmethod
-    def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        raise NotImplementedError
-
-    # ---- where
     def host(self) -> str:
         """What rattler's auth storage knows the server by."""
-        return urlparse(self.args.url).hostname or self.args.url
+        return urlparse(self.url).hostname or self.url
 
-    def channel_url(self) -> str:
+    def channel(self) -> str:
         """Where the channel is served: SUBDIR/repodata.json and SUBDIR/FILENAME below it."""
         raise NotImplementedError
 
     def channel_display(self) -> str:
-        return mask(self.channel_url())
+        return mask(self.channel())
 
     def destination(self, pkg: LocalPackage) -> str:
-        return mask(join(self.channel_url(), pkg.subdir, pkg.filename))
+        return mask(join(self.channel(), pkg.subdir, pkg.filename))
 
     def repodata_url(self, subdir: str) -> str:
-        return mask(join(self.channel_url(), subdir, "repodata.json"))
+        return mask(join(self.channel(), subdir, "repodata.json"))
 
-    # ---- credentials
-    def find_credential(self) -> Credential | None:
+    def find_credential(self) -> str | None:
+        """Where the credential comes from (never its value), or None."""
         rattler_client()
-        value = self.env.get(self.env_var)
-        if value:
-            return Credential(f"${self.env_var}", token=register_secret(value))
-        return Credential(AUTH_STORAGE) if self.rattler_finds_credential() else None
-
-    def rattler_finds_credential(self) -> bool:
-        """Whether rattler-build's auth storage has a credential here (given no files, its upload sends nothing)."""
-        try:
+        if register_secret(self.key):
+            return f"${self.env_var} (****)"
+        try:  # given no files and no key, rattler-build only looks for a credential in its auth storage
             self.rattler_upload([], None)
         except rattler_build.RattlerBuildError:
-            return False
-        return True
+            return None
+        return AUTH_STORAGE
 
     def login_command(self) -> str:
         return f"`rattler-build auth login {self.host()} {self.login_flag} TOKEN` (or `pixi auth login` likewise)"
 
     def missing_credential_hint(self) -> str:
-        return f"no credentials for {self.label}: set {self.env_var}, or log in with {self.login_command()}"
+        return f"no credentials for {self.server}: set {self.env_var}, or log in with {self.login_command()}"
 
     def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
-        """An error of the upload or of the credential check, with what to do about credentials. rattler-build's
-        Quetz and Artifactory errors do not say the status ("Server responded with error"): with a stored
-        credential the hint is given unless the error is clearly another."""
-        credential = self.credential
-        if credential and credential.token:
-            return f"{message} ({credential.source} was refused)" if AUTH_FAILURE_RE.search(message) else message
-        if credential and credential.source == TRUSTED_PUBLISHING:
-            return message
+        """An error of the upload or the credential check, with what to do about credentials. rattler-build's Quetz and
+        Artifactory errors lack the status: with a stored credential the hint is given unless the error is clearly another."""
+        if self.key:
+            return f"{message} (${self.env_var} was refused)" if AUTH_FAILURE_RE.search(message) else message
         if AUTH_FAILURE_RE.search(message):
             return f"{message}; log in with {self.login_command()}, or set {self.env_var}"
         if not unclear_may_be_auth or NOT_AUTH_RE.search(message):
@@ -115,145 +165,143 @@ class Target:
     def check_credential(self) -> None:
         """A cheap authenticated request, where the server has one, before anything is sent."""
 
-    # ---- state on the server
-    def token(self) -> str | None:
-        return self.credential.token if self.credential else None
-
     def read_headers(self) -> dict[str, str]:
         """Our reads carry the key from the environment; rattler's client adds what its auth storage holds."""
-        return {"Authorization": f"Bearer {self.token()}"} if self.token() else {}
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
 
     def served(self, subdir: str) -> dict[str, str]:
         """filename -> sha256 of what the channel's repodata lists for `subdir` ({} if none yet)."""
-        return listed_in(self.channel_url(), subdir, self.read_headers())
+        return listed_in(self.channel(), subdir, self.read_headers())
 
-    # ---- sending
     def rattler_upload(self, files: list[str], key: str | None) -> None:
         """The py-rattler-build call. Without a key it looks the credential up in its auth storage."""
         raise NotImplementedError
 
     def upload(self, pkg: LocalPackage) -> None:
-        self.rattler_upload([str(pkg.path)], self.token())
+        self.rattler_upload([str(pkg.path)], self.key)
 
     def after_upload(self, subdirs: set[str]) -> None:
         """Anything needed before the channel serves the new files (S3: indexing)."""
 
 
+@dataclass(frozen=True, kw_only=True)
 class PrefixTarget(Target):
     name = "prefix"
-    help = "prefix.dev (API key, login or trusted publishing)"
-    label = "prefix.dev"
+    help = "prefix.dev: $PREFIX_API_KEY, a stored BearerToken, or trusted publishing in GitHub Actions"
+    server = "prefix.dev"
     env_var = "PREFIX_API_KEY"
 
-    @classmethod
-    def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--channel", required=True, help="prefix.dev channel name")
-        parser.add_argument("--url", type=http_url, default="https://prefix.dev", help="server URL (self-hosted instances)")
-        parser.add_argument("--generate-attestation", action="store_true",
-                            help="sign a sigstore attestation of each package (GitHub Actions, id-token: write)")
+    to: str = option("the prefix.dev channel to upload to", metavar="CHANNEL")
+    url: str = option("server URL (self-hosted instances; default: https://prefix.dev)", "https://prefix.dev", type=http_url)
+    generate_attestation: bool = option("sign a sigstore attestation of each package (GitHub Actions, id-token: write)",
+                                        False, action="store_true")
+    skip_existing: bool = False
+    oidc_url: str | None = option(None, None, env=("ACTIONS_ID_TOKEN_REQUEST_URL",))
+    oidc_token: str | None = option(None, None, env=("ACTIONS_ID_TOKEN_REQUEST_TOKEN",))
 
-    def channel_url(self) -> str:
-        return join(self.args.url, self.args.channel)
+    def channel(self) -> str:
+        return join(self.url, self.to)
 
-    def find_credential(self) -> Credential | None:
+    @property
+    def trusted(self) -> bool:
+        """Trusted publishing: in GitHub Actions with id-token: write and no key, rattler-build does the exchange."""
+        return bool(self.oidc_url and self.oidc_token) and not self.key
+
+    def find_credential(self) -> str | None:
         rattler_client()  # rattler-build and our reads use it with trusted publishing too
-        oidc = self.env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and self.env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
-        if self.args.generate_attestation and not oidc:
+        if self.generate_attestation and not (self.oidc_url and self.oidc_token):
             raise UsageError("--generate-attestation signs with the workflow's identity: run it in GitHub Actions "
                              "with `permissions: id-token: write`")
-        if oidc and not self.env.get(self.env_var):
-            register_secret(oidc)
-            return Credential(TRUSTED_PUBLISHING)  # rattler-build does the exchange
+        if self.trusted:
+            register_secret(self.oidc_token)
+            return TRUSTED_PUBLISHING
         return super().find_credential()
+
+    def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
+        return message if self.trusted else super().explain_refusal(message, unclear_may_be_auth)
 
     def missing_credential_hint(self) -> str:
         trusted = ", or run in GitHub Actions with `permissions: id-token: write` (trusted publishing)"
         return super().missing_credential_hint() + trusted
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
-        rattler_build.upload_package_to_prefix(files, self.args.url, self.args.channel, api_key=key,
-                                               skip_existing=self.args.skip_existing,
-                                               generate_attestation=self.args.generate_attestation)
+        rattler_build.upload_package_to_prefix(files, self.url, self.to, api_key=key, skip_existing=self.skip_existing,
+                                               generate_attestation=self.generate_attestation)
 
 
+@dataclass(frozen=True, kw_only=True)
 class AnacondaTarget(Target):
     name = "anaconda"
-    help = "anaconda.org"
-    label = "anaconda.org"
+    help = "anaconda.org: $ANACONDA_API_KEY, or a stored CondaToken for api.anaconda.org"
+    server = "anaconda.org"
     env_var = "ANACONDA_API_KEY"
     login_flag = "--conda-token"
 
-    @classmethod
-    def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--owner", required=True, help="user or organisation on anaconda.org")
-        parser.add_argument("--label", default="main", help="channel label (default: main)")
-        parser.add_argument("--url", type=http_url, default="https://api.anaconda.org", help="API URL")
-        parser.add_argument("--channel-url", type=http_url, default="https://conda.anaconda.org",
-                            help="where channels are served from")
+    to: str = option("the user or organisation on anaconda.org to upload to", metavar="OWNER")
+    label: str = option("channel label (default: main)", "main")
+    url: str = option("API URL (default: https://api.anaconda.org)", "https://api.anaconda.org", type=http_url)
+    channel_url: str | None = option("where the channel is served, read back after the upload "
+                                     "(default: https://conda.anaconda.org/OWNER, /label/LABEL below it)", None, type=http_url)
 
-    def channel_url(self) -> str:
-        base = join(self.args.channel_url, self.args.owner)
-        return base if self.args.label == "main" else join(base, "label", self.args.label)
+    def channel(self) -> str:
+        owner = join("https://conda.anaconda.org", self.to)
+        return self.channel_url or (owner if self.label == "main" else join(owner, "label", self.label))
 
     def read_headers(self) -> dict[str, str]:
         return {}  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
-        rattler_build.upload_package_to_anaconda(files, self.args.owner, channel=[self.args.label], api_key=key,
-                                                 url=self.args.url, force=False)
+        rattler_build.upload_package_to_anaconda(files, self.to, channel=[self.label], api_key=key, url=self.url,
+                                                 force=False)
 
 
+@dataclass(frozen=True, kw_only=True)
 class QuetzTarget(Target):
     name = "quetz"
-    help = "a Quetz server"
-    label = "quetz"
+    help = "a Quetz server: $QUETZ_API_KEY, or a stored CondaToken for its host"
+    server = "quetz"
     env_var = "QUETZ_API_KEY"
     login_flag = "--conda-token"
 
-    @classmethod
-    def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--url", type=http_url, required=True, help="server URL, e.g. https://quetz.example.org")
-        parser.add_argument("--channel", required=True, help="channel name on the server")
+    to: str = option("the channel on the server to upload to", metavar="CHANNEL")
+    url: str = option("server URL, e.g. https://quetz.example.org", type=http_url)
 
-    def channel_url(self) -> str:
-        return join(self.args.url, "get", self.args.channel)
+    def channel(self) -> str:
+        return join(self.url, "get", self.to)
 
     def read_headers(self) -> dict[str, str]:
-        return {"X-API-Key": self.token()} if self.token() else {}
+        return {"X-API-Key": self.key} if self.key else {}
 
     def check_credential(self) -> None:
         if not self.read_headers():
             return  # a key only rattler-build can see: it is checked by the upload itself
         # /api/api-keys answers 401 to an unknown key (/api/me wants a browser session).
-        if not isinstance(http_get_json(join(self.args.url, "api/api-keys"), self.read_headers(), self.label), list):
-            raise PipelineError(f"quetz at {mask(self.args.url)} did not accept the API key")
-        try:
-            http_get_json(join(self.args.url, "api/channels", quote(self.args.channel)), self.read_headers(), self.label)
-        except NotFound as exc:
-            message = f"quetz channel {self.args.channel!r} does not exist at {mask(self.args.url)} (create it first)"
-            raise PipelineError(message) from exc
+        if not isinstance(http_get_json(join(self.url, "api/api-keys"), self.read_headers(), self.server), list):
+            raise PipelineError(f"quetz at {mask(self.url)} did not accept the API key")
+        if http_get_json(join(self.url, "api/channels", quote(self.to)), self.read_headers(), self.server) is None:
+            raise PipelineError(f"quetz channel {self.to!r} does not exist at {mask(self.url)} (create it first)")
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
-        rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, api_key=key)
+        rattler_build.upload_package_to_quetz(files, self.url, self.to, api_key=key)
 
 
+@dataclass(frozen=True, kw_only=True)
 class ArtifactoryTarget(Target):
     name = "artifactory"
-    help = "a JFrog Artifactory conda repository"
-    label = "artifactory"
+    help = "a JFrog Artifactory conda repository: $ARTIFACTORY_TOKEN, or a stored BearerToken or BasicHTTP entry"
+    server = "artifactory"
     env_var = "ARTIFACTORY_TOKEN"
 
-    @classmethod
-    def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--url", type=http_url, required=True, help="server URL, e.g. https://example.jfrog.io/artifactory")
-        parser.add_argument("--channel", required=True, help="repository key")
-        parser.add_argument("--channel-url", type=http_url, help="where the channel is served (default: URL/api/conda/CHANNEL)")
+    to: str = option("the repository key to upload to", metavar="REPO")
+    url: str = option("server URL, e.g. https://example.jfrog.io/artifactory", type=http_url)
+    channel_url: str | None = option("where the channel is served, read back after the upload "
+                                     "(default: URL/api/conda/REPO)", None, type=http_url)
 
-    def channel_url(self) -> str:
-        return self.args.channel_url or join(self.args.url, "api/conda", self.args.channel)
+    def channel(self) -> str:
+        return self.channel_url or join(self.url, "api/conda", self.to)
 
     def destination(self, pkg: LocalPackage) -> str:
-        return join(self.args.url, self.args.channel, pkg.subdir, pkg.filename)
+        return join(self.url, self.to, pkg.subdir, pkg.filename)
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
-        rattler_build.upload_package_to_artifactory(files, self.args.url, self.args.channel, token=key)
+        rattler_build.upload_package_to_artifactory(files, self.url, self.to, token=key)

@@ -15,6 +15,7 @@ import pytest
 from rattler_build import ArchiveType, assemble_package
 from ssm_conda.channels import check_archive
 from ssm_conda.matrix import Selection
+from ssm_conda.selection import choose_built
 from ssm_conda.upload import archives
 
 from tests.bad_input.upload import DAMAGE_ERRORS
@@ -32,7 +33,7 @@ def test_selectors_match_the_build_string(channel):
         archives.check_package(pkg, {})
 
     def names(**kw):
-        return sorted(p.variant for p in archives.filter_packages(packages, Selection(**kw)))
+        return sorted(p.variant for p in choose_built(packages, lambda p: p.name_and_build, Selection(**kw)))
 
     everything = ["cuda129_py312_torch213_all", "cuda130_py311_torch212_sm90", "cuda130_py312_torch213_all"]
     assert names() == everything
@@ -43,12 +44,12 @@ def test_selectors_match_the_build_string(channel):
 
 
 def test_no_match_is_an_error(upload_cli, capsys, channel):
-    assert upload_cli(["prefix", "--channel", "c", "--python", "3.10", "--output-dir", str(channel)]) == 2
+    assert upload_cli(["prefix", "--to", "c", "--python", "3.10", "--output-dir", str(channel)]) == 2
     assert "no package in" in capsys.readouterr().err
 
 
 def test_missing_output_dir(upload_cli, capsys, tmp_path):
-    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(tmp_path / "nope")]) == 2
+    assert upload_cli(["prefix", "--to", "c", "--output-dir", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -63,7 +64,7 @@ def test_a_damaged_archive_stops_everything(damage, live, upload_cli, fake_serve
     random bytes of a valid CRC in it, was uploaded and indexed, and failed at install."""
     server = fake_server()
     DAMAGES[damage](channel / "linux-64" / built[1].name)  # the second of three in upload order
-    args = ["prefix", "--channel", "c", "--output-dir", str(channel), *([] if live else ["--dry-run"])]
+    args = ["prefix", "--to", "c", "--output-dir", str(channel), *([] if live else ["--dry-run"])]
     status = upload_cli(args, ENV)
     out, err = capsys.readouterr()
     expected_status, message = DAMAGE_ERRORS[damage]  # the fault-injection table's rows
@@ -80,7 +81,7 @@ def test_packages_not_built_here_are_refused(name, upload_cli, fake_server, caps
     channel prepended with strict priority they would shadow conda-forge's for every user."""
     server = fake_server()
     foreign = foreign_package(channel / "linux-64" / built[0].name, name)
-    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)], ENV) == 2
+    assert upload_cli(["prefix", "--to", "c", "--output-dir", str(channel)], ENV) == 2
     err = capsys.readouterr().err
     assert err.strip() == (f"error: linux-64/{foreign.name}: {name} is not built by recipe/ (only causal-conv1d, "
                            f"mamba-ssm are published); move it out of {channel}")
@@ -97,7 +98,7 @@ def test_builds_variants_does_not_render_are_refused(subdir, variant, version, u
     server = fake_server()
     name, rendered_version, build = rendered_name(*variant)
     bad = build_package(channel / subdir, name, version or rendered_version, build, subdir=subdir)
-    assert upload_cli(["prefix", "--channel", "c", "--dry-run", "--output-dir", str(channel)]) == 2
+    assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == (f"error: {subdir}/{bad.name}: not a build variants/ renders for {subdir} (an --arch build, "
                            f"or a variant or version no longer listed); move it out of {channel}")
@@ -109,14 +110,14 @@ def test_an_arch_build_is_refused(upload_cli, capsys, channel):
     ./output, but not one CI publishes, and on the channel it would compete with the generations' builds."""
     name, version, build = rendered_name()
     build_package(channel / "linux-64", name, version, build.replace("_all_", "_custom_"))
-    assert upload_cli(["prefix", "--channel", "c", "--dry-run", "--output-dir", str(channel)]) == 2
+    assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 2
     assert "_custom_h" in capsys.readouterr().err
 
 
 def test_a_link_inside_the_folder_is_uploaded_once(upload_cli, fake_server, capsys, channel, built):
     """Only a link out of the folder is refused; one to a file of the channel is that file."""
     (channel / "noarch" / "link.conda").symlink_to(channel / "linux-64" / built[0].name)
-    assert upload_cli(["prefix", "--channel", "c", "--dry-run", "--output-dir", str(channel)]) == 0
+    assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 0
     assert "dry run: 3 package(s)" in capsys.readouterr().out
 
 

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
-from ssm_conda.upload import credentials
-from ssm_conda.upload.options import TARGET_CLASSES
+from ssm_conda.upload import targets
+from ssm_conda.upload.options import resolve
 
-QUETZ = ["quetz", "--url", "https://q.example", "--channel", "c"]
+QUETZ = ["quetz", "--url", "https://q.example", "--to", "c"]
 
 
 def target(args: list[str], env: dict[str, str]):
-    parsed = cli.parse_args(["upload", *args])
-    return TARGET_CLASSES[parsed.target](parsed, env)
+    return resolve(cli.parse_args(["upload", *args]), env).target
 
 
 def write_json(path: Path, data: dict) -> Path:
@@ -28,8 +27,8 @@ def write_json(path: Path, data: dict) -> Path:
 
 def test_environment_comes_first_and_is_passed(tmp_path):
     write_json(Path.home() / ".rattler" / "credentials.json", {"q.example": {"CondaToken": "from-storage-1"}})
-    found = target(QUETZ, {"QUETZ_API_KEY": "from-env-2"}).find_credential()
-    assert (found.source, found.token) == ("$QUETZ_API_KEY", "from-env-2")
+    quetz = target(QUETZ, {"QUETZ_API_KEY": "from-env-2"})
+    assert (quetz.find_credential(), quetz.read_headers()) == ("$QUETZ_API_KEY (****)", {"X-API-Key": "from-env-2"})
 
 
 @pytest.mark.parametrize(
@@ -38,12 +37,12 @@ def test_environment_comes_first_and_is_passed(tmp_path):
         (QUETZ, {"q.example": {"CondaToken": "x"}}, True),
         (QUETZ, {"q.example": {"BearerToken": "x"}}, False),  # Quetz takes a CondaToken
         (QUETZ, {"other.example": {"CondaToken": "x"}}, False),
-        (["quetz", "--url", "http://127.0.0.1:9", "--channel", "c"], {"127.0.0.1:9": {"CondaToken": "x"}}, False),
-        (["prefix", "--channel", "c"], {"*.prefix.dev": {"BearerToken": "x"}}, True),
-        (["anaconda", "--owner", "me"], {"api.anaconda.org": {"CondaToken": "x"}}, True),
-        (["artifactory", "--url", "https://a.example/artifactory", "--channel", "c"],
+        (["quetz", "--url", "http://127.0.0.1:9", "--to", "c"], {"127.0.0.1:9": {"CondaToken": "x"}}, False),
+        (["prefix", "--to", "c"], {"*.prefix.dev": {"BearerToken": "x"}}, True),
+        (["anaconda", "--to", "me"], {"api.anaconda.org": {"CondaToken": "x"}}, True),
+        (["artifactory", "--url", "https://a.example/artifactory", "--to", "c"],
          {"a.example": {"BasicHTTP": {"username": "u", "password": "p"}}}, True),
-        (["artifactory", "--url", "https://a.example/artifactory", "--channel", "c"], {"a.example": {"CondaToken": "x"}},
+        (["artifactory", "--url", "https://a.example/artifactory", "--to", "c"], {"a.example": {"CondaToken": "x"}},
          False),
     ],
 )
@@ -61,13 +60,12 @@ def test_logged_in_user_is_found_in_rattlers_storage(args, entry, found, where, 
             patch.setenv(name, value)
         credential = target(args, env).find_credential()
     if found:
-        assert credential is not None and credential.token is None
-        assert "rattler's auth storage" in credential.describe()
+        assert credential is not None and credential.startswith("rattler's auth storage") and "****" not in credential
     else:
         assert credential is None
 
 
-S3 = ["s3", "--channel", "s3://bucket/chan", "--region", "us-east-1"]
+S3 = ["s3", "--to", "s3://bucket/chan", "--region", "us-east-1"]
 
 
 def test_s3_keys_come_from_the_aws_credential_chain(monkeypatch, capsys):
@@ -76,21 +74,19 @@ def test_s3_keys_come_from_the_aws_credential_chain(monkeypatch, capsys):
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("[ci]\naws_access_key_id = AKIAPROFILE1\naws_secret_access_key = profile-secret-1\n")
     monkeypatch.setenv("AWS_PROFILE", "ci")
-    s3 = target(S3, {})
-    assert s3.find_credential().source == "the AWS credential chain (shared-credentials-file)"
-    assert (s3.keys.access_key, s3.keys.secret_key) == ("AKIAPROFILE1", "profile-secret-1")
+    assert target(S3, {}).find_credential() == "the AWS credential chain (shared-credentials-file)"
+    assert targets.mask("AKIAPROFILE1 profile-secret-1") == "**** ****"  # the profile's keys were found
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENV1")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret-1")
-    s3 = target(S3, {})
-    assert s3.find_credential().source == "the AWS credential chain (env)" and s3.keys.access_key == "AKIAENV1"
-    assert credentials.mask("env-secret-1 profile-secret-1") == "**** ****"
+    assert target(S3, {}).find_credential() == "the AWS credential chain (env)"
+    assert targets.mask("AKIAENV1 env-secret-1 profile-secret-1") == "**** **** ****"
 
 
 def test_masking_covers_every_registered_value():
-    credentials.register_secret("mask-me-please")
-    assert credentials.one_line("a\nmask-me-please\n  b") == "a **** b"
-    credentials.register_secret("abc")  # too short to mask without mangling ordinary words
-    assert credentials.mask("abc") == "abc"
+    targets.register_secret("mask-me-please")
+    assert targets.one_line("a\nmask-me-please\n  b") == "a **** b"
+    targets.register_secret("abc")  # too short to mask without mangling ordinary words
+    assert targets.mask("abc") == "abc"
 
 
 @pytest.mark.parametrize(
@@ -119,7 +115,7 @@ def test_a_malformed_auth_file_is_one_line_naming_it(content, where, location, k
 
 
 def test_a_url_password_is_masked_in_every_message():
-    credentials.register_secret("s3cr3t-pw")
-    masked = credentials.mask("GET http://bob:s3cr3t-pw@h.example/x failed; s3cr3t-pw")
+    targets.register_secret("s3cr3t-pw")
+    masked = targets.mask("GET http://bob:s3cr3t-pw@h.example/x failed; s3cr3t-pw")
     assert masked == "GET http://****@h.example/x failed; ****"
-    assert credentials.mask("https://a:b@h.example and git@github.com") == "https://****@h.example and git@github.com"
+    assert targets.mask("https://a:b@h.example and git@github.com") == "https://****@h.example and git@github.com"

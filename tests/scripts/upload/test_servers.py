@@ -28,7 +28,7 @@ from ssm_conda.matrix import Selection
 from ssm_conda.paths import cache_dir
 from ssm_conda.upload.archives import check_all, select_packages
 from ssm_conda.upload.command import wait_until_served
-from ssm_conda.upload.options import TARGET_CLASSES
+from ssm_conda.upload.options import resolve
 
 from tests.damaged_archives import DAMAGES, good_package, parts
 
@@ -135,11 +135,10 @@ def read_back(monkeypatch, args: list[str], env: dict[str, str], sha256: str | N
     each package's sha256 replaced by `sha256` where given."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    parsed = cli.parse_args(["upload", *args])
-    target = TARGET_CLASSES[parsed.target](parsed, dict(os.environ))
-    target.credential = target.find_credential()
-    local = select_packages(Path(parsed.output_dir), Selection())
-    assert check_all(local, Path(parsed.output_dir)) == []
+    options = resolve(cli.parse_args(["upload", *args]), os.environ)
+    target = options.target
+    local = select_packages(options.output_dir, Selection())
+    assert check_all(local, options.output_dir) == []
     for pkg in local:
         pkg.sha256 = sha256 or pkg.sha256
     return wait_until_served(target, local, 1.0, log=lambda _: None)
@@ -185,7 +184,7 @@ def quetz(tmp_path_factory):
 
 
 def quetz_args(quetz, channel_dir: Path, *extra: str) -> list[str]:
-    return ["quetz", "--url", quetz["url"], "--channel", quetz["channel"], "--output-dir", str(channel_dir),
+    return ["quetz", "--url", quetz["url"], "--to", quetz["channel"], "--output-dir", str(channel_dir),
             "--verify-timeout", "60", *extra]
 
 
@@ -266,7 +265,7 @@ def test_quetz_damaged_archive_stops_everything(damage, quetz, probes, tmp_path,
 
 def test_quetz_missing_channel_is_one_line(quetz, probes, tmp_path, capsys, monkeypatch):
     channel = channel_with(tmp_path, [probes[4]], "out")
-    args = ["quetz", "--url", quetz["url"], "--channel", "nope", "--output-dir", str(channel)]
+    args = ["quetz", "--url", quetz["url"], "--to", "nope", "--output-dir", str(channel)]
     assert upload(monkeypatch, args, {"QUETZ_API_KEY": quetz["key"]}) == 1
     err = capsys.readouterr().err
     assert err.strip() == f"error: quetz channel 'nope' does not exist at {quetz['url']} (create it first)"
@@ -346,7 +345,7 @@ S3_ENV = {"AWS_ACCESS_KEY_ID": "AKIAMOTOTESTING", "AWS_SECRET_ACCESS_KEY": "moto
 
 
 def s3_args(moto, channel_dir: Path, *extra: str) -> list[str]:
-    return ["s3", "--channel", f"s3://{moto['bucket']}/channel", "--endpoint-url", moto["url"],
+    return ["s3", "--to", f"s3://{moto['bucket']}/channel", "--endpoint-url", moto["url"],
             "--region", "us-east-1", "--addressing-style", "path", "--output-dir", str(channel_dir),
             "--verify-timeout", "30", *extra]
 
@@ -400,7 +399,7 @@ def test_s3_damaged_archive_stops_everything(damage, moto, probes, tmp_path, cap
 def test_s3_missing_bucket_is_one_line(moto, probes, tmp_path, capsys, monkeypatch):
     channel = channel_with(tmp_path, [probes[1]], "out")
     args = s3_args(moto, channel)
-    args[args.index("--channel") + 1] = "s3://no-such-bucket/channel"
+    args[args.index("--to") + 1] = "s3://no-such-bucket/channel"
     assert upload(monkeypatch, args, S3_ENV) == 1
     err = capsys.readouterr().err
     assert err.strip() == f"error: S3 bucket 'no-such-bucket' does not exist at {moto['url']}"

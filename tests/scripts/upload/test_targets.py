@@ -16,10 +16,10 @@ def test_a_wrong_keyword_fails_the_run(upload_cli, fake_server, monkeypatch, cha
     fake_server()
 
     def drifted(self, files, key):
-        rattler_build.upload_package_to_quetz(files, self.args.url, self.args.channel, token=key)
+        rattler_build.upload_package_to_quetz(files, self.url, self.to, token=key)
 
     monkeypatch.setattr(targets.QuetzTarget, "rattler_upload", drifted)
-    args = ["quetz", "--url", "https://q.example", "--channel", "c", "--output-dir", str(channel)]
+    args = ["quetz", "--url", "https://q.example", "--to", "c", "--output-dir", str(channel)]
     with pytest.raises(TypeError, match="unexpected keyword argument 'token'"):
         upload_cli(args, {"QUETZ_API_KEY": "qz-secret-1"})
 
@@ -29,7 +29,7 @@ def test_a_wrong_keyword_fails_the_run(upload_cli, fake_server, monkeypatch, cha
 
 def test_prefix_upload_request(upload_cli, fake_server, capsys, channel):
     server = fake_server()
-    args = ["prefix", "--channel", "my-chan", "--cuda", "13.0", "--output-dir", str(channel)]
+    args = ["prefix", "--to", "my-chan", "--cuda", "13.0", "--output-dir", str(channel)]
     assert upload_cli(args, {"PREFIX_API_KEY": "pfx-secret-123"}) == 0
     assert [fn for fn, _ in server.calls] == ["upload_package_to_prefix"] * 2
     call = server.calls[0][1]
@@ -46,7 +46,7 @@ def test_prefix_trusted_publishing_passes_no_key(upload_cli, fake_server, capsys
     server = fake_server(stored=True)  # rattler-build does the OIDC exchange
     env = {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.actions.example/x",
            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc-request-token"}
-    assert upload_cli(["prefix", "--channel", "c", "--torch", "2.12", "--output-dir", str(channel)], env) == 0
+    assert upload_cli(["prefix", "--to", "c", "--torch", "2.12", "--output-dir", str(channel)], env) == 0
     assert server.calls[0][1]["api_key"] is None and server.probes == []
     out = capsys.readouterr().out
     assert "trusted publishing" in out and "oidc-request-token" not in out
@@ -54,7 +54,7 @@ def test_prefix_trusted_publishing_passes_no_key(upload_cli, fake_server, capsys
 
 def test_prefix_attestation_in_github_actions(upload_cli, fake_server, capsys, channel):
     server = fake_server(stored=True)
-    args = ["prefix", "--channel", "c", "--torch", "2.12", "--generate-attestation", "--output-dir", str(channel)]
+    args = ["prefix", "--to", "c", "--torch", "2.12", "--generate-attestation", "--output-dir", str(channel)]
     assert upload_cli(args) == 2  # outside GitHub Actions: no identity to sign with
     assert "--generate-attestation signs with the workflow's identity" in capsys.readouterr().err
     assert server.calls == [] and server.probes == []
@@ -65,7 +65,7 @@ def test_prefix_attestation_in_github_actions(upload_cli, fake_server, capsys, c
 
 def test_prefix_without_credentials(upload_cli, fake_server, capsys, channel):
     server = fake_server()
-    assert upload_cli(["prefix", "--channel", "c", "--output-dir", str(channel)]) == 1
+    assert upload_cli(["prefix", "--to", "c", "--output-dir", str(channel)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: no credentials for prefix.dev: set PREFIX_API_KEY, or log in with "
                           "`rattler-build auth login prefix.dev --token TOKEN`")
@@ -79,7 +79,7 @@ def test_prefix_without_credentials(upload_cli, fake_server, capsys, channel):
 def test_logged_in_user_uploads_through_rattlers_storage(upload_cli, fake_server, capsys, channel):
     """Keyring or ~/.rattler/credentials.json: no key in the environment is not "no credentials"."""
     server = fake_server(stored=True)
-    args = ["quetz", "--url", "https://q.example", "--channel", "c", "--cuda", "12.9", "--output-dir", str(channel)]
+    args = ["quetz", "--url", "https://q.example", "--to", "c", "--cuda", "12.9", "--output-dir", str(channel)]
     assert upload_cli([*args, "--dry-run"]) == 0
     assert "credentials: rattler's auth storage" in capsys.readouterr().out
     assert upload_cli(args) == 0
@@ -91,7 +91,7 @@ def test_logged_in_user_uploads_through_rattlers_storage(upload_cli, fake_server
 
 def test_refused_stored_credential_says_how_to_log_in(upload_cli, fake_server, capsys, channel):
     fake_server(stored=True, fail_upload=lambda name: True, error="Quetz responded with error: 401 Unauthorized")
-    args = ["quetz", "--url", "https://q.example", "--channel", "c", "--cuda", "12.9", "--output-dir", str(channel)]
+    args = ["quetz", "--url", "https://q.example", "--to", "c", "--cuda", "12.9", "--output-dir", str(channel)]
     assert upload_cli(args) == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
@@ -104,7 +104,7 @@ def test_refused_stored_credential_says_how_to_log_in(upload_cli, fake_server, c
 
 def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
     server = fake_server()
-    args = ["anaconda", "--owner", "me", "--label", "dev", "--python", "3.11", "--output-dir", str(channel)]
+    args = ["anaconda", "--to", "me", "--label", "dev", "--python", "3.11", "--output-dir", str(channel)]
     assert upload_cli(args, {"ANACONDA_API_KEY": "ana-secret-456"}) == 0
     fn, call = server.calls[0]
     assert fn == "upload_package_to_anaconda" and len(call.pop("package_files")) == 1
@@ -119,7 +119,7 @@ def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
 
 def test_artifactory_upload_request(upload_cli, fake_server, capsys, channel):
     server = fake_server()
-    args = ["artifactory", "--url", "https://art.example.com/artifactory", "--channel", "conda-local",
+    args = ["artifactory", "--url", "https://art.example.com/artifactory", "--to", "conda-local",
             "--cuda", "12.9", "--output-dir", str(channel)]
     assert upload_cli(args, {"ARTIFACTORY_TOKEN": "art-token-789"}) == 0
     fn, call = server.calls[0]
