@@ -19,7 +19,6 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -224,7 +223,7 @@ def dry_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(machine, "driver_info", lambda *a, **k: SimpleNamespace(gpus=[SimpleNamespace(compute_cap=GPU)]))
+    monkeypatch.setattr(machine, "driver_info", lambda *a, **k: machine.DriverInfo(gpus=[machine.GpuInfo(0, "NVIDIA H100", GPU)]))
     return tmp_path
 
 

@@ -132,14 +132,9 @@ class BuildOptions:
 
 def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
     """Variant keys that an offline stand-in channel says it must override (its real compilers)."""
-    overrides: dict[str, list[str]] = {}
-    for channel in channels:
-        if channel.startswith("file://"):
-            path = Path(url2pathname(urlparse(channel).path)) / STANDIN_OVERRIDES
-            if path.is_file():
-                data = yaml.safe_load(path.read_text()) or {}
-                overrides.update({k: [str(x) for x in v] for k, v in data.items()})
-    return overrides
+    paths = [Path(url2pathname(urlparse(c).path)) / STANDIN_OVERRIDES for c in channels if c.startswith("file://")]
+    files = [yaml.safe_load(path.read_text()) or {} for path in paths if path.is_file()]
+    return {key: [str(x) for x in values] for data in files for key, values in data.items()}
 
 
 def cache_hits(log: str) -> str:
@@ -168,9 +163,6 @@ class Progress(ProgressCallback):
         elapsed = human_duration(time.monotonic() - self.start)
         print(f"  [{self.label} {elapsed}] {message}", flush=True)
 
-    def close(self) -> None:
-        self.log.close()
-
     def on_build_step(self, event) -> None:  # noqa: ANN001 (rattler_build event types)
         self._print(event.message or event.step_name)
 
@@ -187,8 +179,7 @@ class Progress(ProgressCallback):
 
 
 def compiler_cache_dir(chosen: str | None, output_dir: Path) -> Path:
-    """The compiler cache's folder ($SSM_CONDA_CCACHE_DIR's, else the cache's), checked (outside the output
-    channel, writable), not created."""
+    """The compiler cache's folder, checked (outside the output channel, writable), not created."""
     directory = Path(chosen or cache_dir() / "ccache").resolve()
     if directory.is_relative_to(output_dir):
         raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
@@ -268,7 +259,7 @@ def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence
         outcome.detail = f"{why or (lines[-1] if lines else repr(exc))} (log: {os.path.relpath(progress.log.name)})"
         return outcome
     finally:
-        progress.close()
+        progress.log.close()
         outcome.seconds = time.monotonic() - start
     packages = [Path(p) for p in result.packages]
     if packages:

@@ -45,6 +45,11 @@ class DriverInfo:
     sources: list[str] = field(default_factory=list)  # "nvidia-smi", "py-rattler"
     errors: list[str] = field(default_factory=list)
 
+    @property
+    def compute_caps(self) -> list[str]:
+        """The GPUs' distinct compute capabilities, oldest first."""
+        return sorted({g.compute_cap for g in self.gpus if g.compute_cap}, key=version_key)
+
 
 @dataclass(frozen=True)
 class CudaVirtualPackages:
@@ -111,8 +116,8 @@ def driver_info(virtual: Callable[[], CudaVirtualPackages] | None = None) -> Dri
 
 
 def detect_compute_capabilities() -> list[str]:
-    """The distinct compute capabilities of the GPUs the driver reports, sorted; [] without a driver."""
-    return sorted({g.compute_cap for g in driver_info().gpus if g.compute_cap}, key=version_key)
+    """The GPUs' distinct compute capabilities, oldest first; [] without a driver."""
+    return driver_info().compute_caps
 
 
 @contextmanager

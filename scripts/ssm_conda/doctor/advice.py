@@ -131,7 +131,7 @@ def machine_generation(facts: Facts, vfile: VariantFile, channels: Sequence[str]
                        gates: Mapping[str, Mapping[str, str | None]] | None) -> tuple[str | None, list[Finding]]:
     """The GPU generation whose package this machine gets (matrix.generation_for over the rendered
     recipes' gates), and what to say about it; None for conda-forge, or without GPUs or gates."""
-    caps = facts.compute_caps
+    caps = facts.driver.compute_caps
     if not ours(channels) or gates is None or vfile.cuda not in gates or not caps:
         return None, []
     generation = generation_for(dict(gates[vfile.cuda]), caps[0])
@@ -175,13 +175,13 @@ def advise(facts: Facts, files: Sequence[VariantFile], versions: Mapping[str, st
     pinned = generation if generation and not (facts.env.kind == "pixi" and not facts.env.this_project) else None
     build_string = build_string_glob(channels, vfile, target.python, target.torch, pinned)
     findings += channel_notes(channels, chosen, build_string, packaged)
-    arch_arg = build_arch_arg(facts.compute_caps, vfile)
+    arch_arg = build_arch_arg(facts.driver.compute_caps, vfile)
     archs = (f"--generation {generation}" if generation and generation != ALL_ARCHS
              else f"--generation {ALL_ARCHS}" if arch_arg == ALL_ARCHS else f"--arch {shlex.quote(arch_arg)}")
     build = (f"ssm-conda build {''.join(f'--package {p} ' for p in chosen if p != NAMES[0])}--cuda {vfile.cuda} "
              f"--python {target.python} --torch {target.torch} {archs}")
     told = facts.conda is not None and "__cuda_arch" in facts.conda.virtual  # conda sees the GPU by itself
-    cuda_arch = facts.compute_caps[0] if pinned and pinned != ALL_ARCHS and not told else None
+    cuda_arch = facts.driver.compute_caps[0] if pinned and pinned != ALL_ARCHS and not told else None
     install = (install_commands(facts, vfile.cuda, build_string, channels, chosen, target.python, cuda_arch)
                if packaged else [])
     return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,

@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +115,6 @@ class Facts:
     conda: CondaInfo | None = None  # None: no conda found
 
     @property
-    def compute_caps(self) -> list[str]:
-        return sorted({g.compute_cap for g in self.driver.gpus if g.compute_cap}, key=version_key)
-
-    @property
     def driver_cuda(self) -> str | None:
         """The CUDA version a solve sees: the driver's, else CONDA_OVERRIDE_CUDA."""
         return self.driver.cuda or self.conda_override_cuda
@@ -158,11 +154,10 @@ def parse_probe_output(executable: str, stdout: str, returncode: int, stderr: st
 def probe_interpreter(executable: str, import_torch: bool = True, timeout: float = 180) -> InterpreterInfo:
     """Ask the target interpreter about itself, torch and this project's packages, in a subprocess."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if not import_torch:
-        env["DOCTOR_NO_IMPORT"] = "1"
-    packages = json.dumps([{k: v for k, v in asdict(p).items() if k in ("name", "module", "extensions")} for p in PACKAGES])
+    asked = json.dumps({"import_torch": import_torch, "packages": [{"name": p.name, "module": p.module,
+                                                                    "extensions": p.extensions} for p in PACKAGES]})
     try:
-        result = subprocess.run([executable, "-c", PROBE_SCRIPT.read_text(), packages], capture_output=True, text=True,
+        result = subprocess.run([executable, "-c", PROBE_SCRIPT.read_text(), asked], capture_output=True, text=True,
                                 timeout=timeout, env=env, cwd=Path(executable).parent if Path(executable).is_absolute() else None)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")

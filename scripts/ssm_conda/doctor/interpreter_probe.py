@@ -3,8 +3,8 @@
 # be any Python 3 with any (or a broken) torch, so this file imports nothing of ssm_conda and keeps
 # to old syntax; it catches everything on purpose (a broken torch must not take the doctor down).
 # Each finding is one `@@doctor {json}` line, flushed at once, so a crash in `import torch` still
-# leaves what came before it. The keys are the fields of the doctor's dataclasses. argv[1] is the
-# packages to look for, as JSON: [{"name": ..., "module": ..., "extensions": [...]}, ...] (ssm_conda.project).
+# leaves what came before it. The keys are the fields of the doctor's dataclasses. argv[1] is what to
+# look at, as JSON: {"import_torch": bool, "packages": [{"name", "module", "extensions"}, ...]} (ssm_conda.project).
 import importlib.util
 import json
 import os
@@ -12,7 +12,7 @@ import sys
 
 if sys.path and sys.path[0] in ("", os.getcwd()):
     sys.path.pop(0)
-PACKAGES = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+ASKED = json.loads(sys.argv[1])
 
 
 def emit(**kw):
@@ -39,11 +39,11 @@ emit(stage="python", version="%d.%d.%d" % tuple(sys.version_info[:3]), executabl
 try:
     import importlib.metadata as metadata
 
-    found = dict((p["module"], dist(metadata, p["module"], p["name"])) for p in PACKAGES)
+    found = dict((p["module"], dist(metadata, p["module"], p["name"])) for p in ASKED["packages"])
     emit(stage="dists", torch=dist(metadata, "torch"), **found)
 except ImportError:  # before Python 3.8
     pass
-if importlib.util.find_spec("torch") is None or os.environ.get("DOCTOR_NO_IMPORT") == "1":
+if importlib.util.find_spec("torch") is None or not ASKED["import_torch"]:
     sys.exit(0)
 try:
     import torch
@@ -53,7 +53,7 @@ try:
 except BaseException as exc:
     emit(stage="torch", import_error="%s: %s" % (type(exc).__name__, exc))
     sys.exit(0)
-for name in [e for p in PACKAGES for e in p["extensions"]]:
+for name in [e for p in ASKED["packages"] for e in p["extensions"]]:
     if importlib.util.find_spec(name) is None:
         continue
     emit(stage="extension", name=name, crashed=True)  # stands if the import takes the interpreter down

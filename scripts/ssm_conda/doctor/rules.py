@@ -179,8 +179,7 @@ def mamba_without_causal_conv1d(facts: Facts, files: Sequence[VariantFile]) -> l
 
 MACHINE_RULES: tuple[MachineRule, ...] = (
     probe_failed, driver_missing, torch_unusable, own_project_env, no_variant_files, torch_cuda_not_packaged,
-    installed_package, extension_import_failed, ssm_version_mismatch,
-    mamba_without_causal_conv1d,
+    installed_package, extension_import_failed, ssm_version_mismatch, mamba_without_causal_conv1d,
 )
 
 
@@ -243,7 +242,7 @@ def gpu_not_covered(facts: Facts, target: Target) -> list[Finding]:
 
 def sm103_nvcc13(facts: Facts, target: Target) -> list[Finding]:
     """nvcc 13.x compiles wrong sm_103 code (upstream causal-conv1d #105)."""
-    if "10.3" not in facts.compute_caps or major(target.variant.cuda) < 13:
+    if "10.3" not in facts.driver.compute_caps or major(target.variant.cuda) < 13:
         return []
     return [warning("sm103-nvcc13",
                     f"sm_103 GPU (B300/GB300) with CUDA {target.variant.cuda}: nvcc 13.x compiles wrong sm_103 code for "
@@ -255,7 +254,7 @@ def sm103_nvcc13(facts: Facts, target: Target) -> list[Finding]:
 def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
     """A pip-installed causal-conv1d on sm_103 may carry nvcc 13's broken sm_103 code."""
     wheel = facts.interpreter.causal_conv1d
-    if wheel is None or wheel.from_conda or "10.3" not in facts.compute_caps:
+    if wheel is None or wheel.from_conda or "10.3" not in facts.driver.compute_caps:
         return []
     if wheel.wheel_tag is not None and int(wheel.wheel_tag["cuda_major"]) < 13:
         return []
