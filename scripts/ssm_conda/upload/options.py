@@ -27,7 +27,6 @@ TARGET_CLASSES: dict[str, type[Target]] = {
 }
 TARGETS = tuple(TARGET_CLASSES)
 SECRET_LIKE_RE = re.compile(r"key|token|secret|pass|auth|cred", re.I)
-OPTION_VALUE_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)=\S+")
 OLD_DESTINATION = ("-c", "--channel")  # upload's destination before --to; everywhere else a channel to read from
 
 
@@ -76,20 +75,15 @@ def unrecognised(words: Sequence[str], parser: argparse.ArgumentParser) -> str:
 
 
 class UploadParser(ArgumentParser):
-    """Never repeats what was typed with an unknown option: a mistyped `--api-kye SECRET` may carry a secret."""
-
-    def knows(self, word: str) -> bool:
-        name = option_name(word)
-        if name in OLD_DESTINATION:  # never an abbreviation of --channel-url
-            return False
-        longs = [o for o in self._option_string_actions if o.startswith("--")]
-        return name in self._option_string_actions or sum(o.startswith(name) for o in longs) == 1  # an abbreviation
+    """Never repeats what was typed with an unknown option: a mistyped `--api-kye SECRET` may carry a secret. Nor
+    takes an abbreviation, which could hand a secret to an option that quotes a bad value (`--chan` for --channel-url)."""
 
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
         words = list(sys.argv[1:] if args is None else args)
         # Checked first up to the target name: argparse would take the word after an unknown option for the target.
         ahead = itertools.takewhile(lambda word: word not in ("--", *TARGETS), words)
-        unknown = [w for w in ahead if w.startswith("-") and not w[1:2].isdigit() and not self.knows(w)]  # -1 is a value
+        unknown = [w for w in ahead if w.startswith("-") and not w[1:2].isdigit()  # -1 is a value
+                   and option_name(w) not in self._option_string_actions]
         if not unknown:
             namespace, unknown = super().parse_known_args(words, namespace)
         if unknown:
@@ -97,10 +91,6 @@ class UploadParser(ArgumentParser):
         if getattr(namespace, "target", "") is None:
             raise UsageError(f"name a target; accepted: {', '.join(TARGETS)}")
         return namespace, unknown
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        scrubbed = OPTION_VALUE_RE.sub(r"\1=(value not shown)", message)  # "ambiguous option: --ch=VALUE could match"
-        raise UsageError(f"{self.prog}: {scrubbed}")
 
 
 def seconds(value: str) -> float:
@@ -126,10 +116,11 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.__class__ = UploadParser  # cli's parser would repeat the words it does not know in its error
+    parser.allow_abbrev = False
     add_common_options(parser)
     sub = parser.add_subparsers(dest="target", metavar="TARGET")  # the targets' parsers are UploadParsers too
     for name, cls in TARGET_CLASSES.items():
-        child = sub.add_parser(name, help=cls.help)
+        child = sub.add_parser(name, help=cls.help, allow_abbrev=False)
         for f in fields(cls):
             if "cli" in f.metadata:
                 child.add_argument(f"--{f.name.replace('_', '-')}", required=f.default is MISSING, **f.metadata["cli"])

@@ -61,8 +61,11 @@ def test_usage_errors_are_one_line(upload_cli, capsys, channel, args, message):
         [*QUETZ, "--token", "SECRET-VALUE-1"],
         ["--token=SECRET-VALUE-1", *QUETZ],
         ["--api-kye", "SECRET-VALUE-1", *QUETZ],
-        ["artifactory", "--url", "http://a.example", "--c=SECRET-VALUE-1"],  # ambiguous: --channel-url, --cuda
-        [*QUETZ, "--ver=SECRET-VALUE-1"],  # ambiguous among the common options, to `ssm-conda upload` itself too
+        ["artifactory", "--url", "http://a.example", "--c=SECRET-VALUE-1"],  # was ambiguous: --channel-url, --cuda
+        [*QUETZ, "--ver=SECRET-VALUE-1"],  # was ambiguous among the common options, to `ssm-conda upload` itself too
+        # an abbreviation of --channel-url, whose error quoted the value: no abbreviation is taken
+        ["artifactory", "--url", "http://a.example", "--to", "r", "--chan", "SECRET-VALUE-1"],
+        ["--dry", "prefix", "--to", "SECRET-VALUE-1"],
         [*QUETZ, "SECRET-VALUE-1"],
     ],
 )
@@ -71,7 +74,8 @@ def test_a_mistyped_secret_option_is_never_echoed(upload_cli, capsys, args):
     assert upload_cli(args) == 2
     err = capsys.readouterr().err
     assert "SECRET-VALUE-1" not in err and len(err.strip().splitlines()) == 1, err
-    option = next((a.split("=")[0] for a in args if a.startswith(("--api-kye", "--token", "--c=", "--ver="))), None)
+    named = ("--api-kye", "--token", "--c=", "--ver=", "--chan", "--dry")
+    option = next((a.split("=")[0] for a in args if a.startswith(named)), None)
     assert option is None or option in err, err
 
 
