@@ -120,7 +120,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common_options(parser)
     sub = parser.add_subparsers(dest="target", metavar="TARGET")  # the targets' parsers are UploadParsers too
     for name, cls in TARGET_CLASSES.items():
-        child = sub.add_parser(name, help=cls.help, allow_abbrev=False)
+        child = sub.add_parser(name, help=cls.help, description=cls.help, allow_abbrev=False)
         for f in fields(cls):
             if "cli" in f.metadata:
                 child.add_argument(f"--{f.name.replace('_', '-')}", required=f.default is MISSING, **f.metadata["cli"])
