@@ -25,10 +25,8 @@ CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+
 
 
 def index_channel(channel_dir: Path, force: bool = False) -> None:
-    """Write repodata.json for every subdir (noarch/ too: conda requires it to exist).
-
-    `force` re-reads every package, for channels whose files were replaced under the same name.
-    """
+    """Write repodata.json for every subdir (noarch/ too: conda requires it to exist); `force` re-reads every
+    package, for channels whose files were replaced under the same name."""
     from rattler import Subdir
     from rattler.index import index_fs
 
@@ -132,11 +130,8 @@ def name_and_build_of(filename: str) -> tuple[str, str]:
 
 
 def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list[Path]:
-    """Package archives named by the arguments: archive files, or channels (searched per subdir).
-
-    `name` keeps only that package's archives from channels. A path that does not exist, or a file
-    that is not a conda archive, is a UsageError; a channel without packages gives nothing.
-    """
+    """Archive files, and the archives of channels (per subdir; only `name`'s, if given), each once; a path that does
+    not exist, or a file that is not a conda archive, is a UsageError."""
     found: list[Path] = []
     for value in inputs:
         path = Path(value)

@@ -1,8 +1,5 @@
-"""The options several commands take, each defined once (its name, what it accepts, its help) and resolved once.
-
-Each command's run() turns its arguments and the environment into one frozen options object (its
-`Options.from_args`); nothing below that sees argparse or reads an environment variable of ours.
-"""
+"""The options several commands take, each defined once: its name, what it accepts, what its value is.
+Each command's run() resolves its arguments and the environment once, into one frozen options object."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ CHANNEL_FORMS = "a name, an http(s):// or file:// URL, or a local folder"
 
 
 def add_channels(parser: argparse.ArgumentParser, use: str, default: str = DEFAULT_CHANNEL) -> None:
-    """-c/--channel: a channel the command reads, `use` saying what for."""
     parser.add_argument("-c", "--channel", action="append", metavar="CHANNEL",
                         help=f"{use} (repeatable; default: {default}): {CHANNEL_FORMS}")
 

@@ -230,6 +230,18 @@ def test_line_info_is_a_variant_of_its_own():
     assert len(strings[0]) == len(strings[1]) == 2 and not set(strings[0]) & set(strings[1])
 
 
+def test_plan_reads_the_variants_dir_and_verbose_shows_each_variants_keys(tmp_path, capsys):
+    """--variants-dir as on every command that reads variant files; -v: what each build string's hash covers."""
+    (tmp_path / "cuda129.yaml").write_text((VARIANTS_DIR / "cuda129.yaml").read_text())
+    assert cli.main(["plan", "--variants-dir", str(tmp_path), "--python", "3.12", "--torch", "2.13", "-v"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "2 variant(s)" and all("cuda129_py312_torch213_all_h" in line for line in lines[-3:-1])
+    keys = [line for line in lines if line.startswith(("causal-conv1d cuda129", "mamba-ssm cuda129"))]
+    assert len(keys) == 2 and all("'cuda_compiler_version': ['12.9']" in line and "'pytorch': ['2.13']" in line for line in keys)
+    assert cli.main(["plan", "--variants-dir", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == f"error: variant files: no such directory: {tmp_path / 'none'}\n"
+
+
 def test_plan_asks_no_channel(capsys):
     """plan renders the recipes offline: a channel that refuses every connection changes nothing."""
     assert cli.main(["plan", "-c", "http://127.0.0.1:9/", *ONE]) == 0

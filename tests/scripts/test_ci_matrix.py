@@ -62,6 +62,14 @@ def test_durations_table(capsys):
     assert "within the 6 h job limit (required: 2.0x)" in out
 
 
+def test_verbose_names_the_variant_files_on_stderr(capsys):
+    """stdout stays the one line of JSON the workflow reads."""
+    assert cli.main(["ci-matrix", "-v"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["include"] and out.count("\n") == 1
+    assert err == f"jobs of variants/cuda129.yaml, variants/cuda130.yaml in {VARIANTS_DIR}\n"
+
+
 def test_script_prints_json_for_fromjson():
     result = subprocess.run([sys.executable, "-m", "ssm_conda", "ci-matrix"], capture_output=True, text=True, check=True,
                             env={"PATH": "/usr/bin:/bin"})
