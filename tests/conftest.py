@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def sdist() -> Path:
     """The pinned upstream sdist, downloaded once into the cache and sha-checked."""
-    from ssm_conda.dev.sdist import fetch_sdist
+    from ssm_conda_dev.sdist import fetch_sdist
 
     return fetch_sdist()
 
@@ -39,7 +39,7 @@ def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     Upstream's Python interface comes from the pinned sdist; tests/recipe/causal_conv1d/cpu_kernel replaces
     the compiled causal_conv1d_cuda. The kernel tests and the benchmark run on it without a GPU.
     """
-    from ssm_conda.dev.sdist import unpack_patched
+    from ssm_conda_dev.sdist import unpack_patched
 
     # Not a skip: without torch these checks would silently never run (requirements-dev.txt has it).
     assert importlib.util.find_spec("torch"), "the CPU stand-in needs torch: pip install -r requirements-dev.txt"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ssm_conda import cli
+from ssm_conda_dev import cli as dev_cli
 
 from tests.bad_input import Case, Context
 from tests.bad_input.registry import CASES
@@ -43,7 +44,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case: Case, tmp_path, monkeypa
             monkeypatch.setenv(name, value)
         before = snapshot(tmp_path)
         argv = [word.format(**context.values) for word in case.argv]
-        status = (cli.dev_main if case.dev else cli.main)(argv)  # an exception here is the traceback a user would see
+        status = (dev_cli.main if case.dev else cli.main)(argv)  # an exception here is the traceback a user would see
         out, err = capsys.readouterr()
         after = snapshot(tmp_path)
     finally:

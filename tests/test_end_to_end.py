@@ -25,9 +25,9 @@ import pytest
 from rattler.exceptions import SolverError
 from ssm_conda.build import cache_hits
 from ssm_conda.console import human_duration, human_size
-from ssm_conda.dev.solving import install_into_prefix, solve_for_machine
 from ssm_conda.matrix import Selection, plan
 from ssm_conda.paths import cache_dir
+from ssm_conda_dev.solving import install_into_prefix, solve_for_machine
 
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 from tests.recipe.generation_channel import package_record

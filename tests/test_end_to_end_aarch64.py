@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ssm_conda.dev.solving import install_into_prefix
 from ssm_conda.paths import cache_dir
-from ssm_conda.standin import debian
+from ssm_conda_dev.solving import install_into_prefix
+from ssm_conda_dev.standin import debian
 
 from tests.standin_channel import CUDA, GPU, TORCH
 from tests.test_end_to_end import assert_sm90_extension_and_nothing_leaked, build_variant, unpack

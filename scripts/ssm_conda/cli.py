@@ -1,9 +1,9 @@
 """ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d, mamba-ssm).
 
-The tools for developing this project (the offline stand-in channel, sync-matrix, the benchmarks)
-are `ssm-conda-dev` (`python -m ssm_conda.dev`). Every subcommand takes -v/--verbose, before or
-after its name; `ssm-conda COMMAND --help` says what it does and what it accepts. Bad input is one
-line on stderr naming the value and what is accepted, with exit status 2, and nothing is written.
+The tools for developing this project are a command of their own, `ssm-conda-dev`. Every subcommand
+takes -v/--verbose, before or after its name; `ssm-conda COMMAND --help` says what it does and what it
+accepts. Bad input is one line on stderr naming the value and what is accepted, with exit status 2,
+and nothing is written.
 """
 
 from __future__ import annotations
@@ -43,19 +43,18 @@ COMMANDS = (
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
             "and GPU generation) and their expected times"),
 )
-# ssm-conda-dev: what developing this project needs, apart from what a channel maintainer runs
-DEV_COMMANDS = (
-    Command("sync-matrix", "ssm_conda.dev.sync_matrix", "set the pytorch minors in variants/ to those a channel "
-            "(conda-forge) builds with each CUDA version (the weekly workflow's pull request)"),
-    Command("standin", "ssm_conda.standin.command", "build the offline stand-in channel (conda-forge names, this "
-            "machine's binaries) for machines without conda-forge"),
-    Command("bench-build", "ssm_conda.benchmarks.build_times", "time real builds: the compiler cache across "
-            "Pythons, all architectures against one"),
-    Command("bench-zstd", "ssm_conda.benchmarks.package_compression", "re-pack built packages at several zstd "
-            "levels: what a higher level buys in size, against its time"),
-    Command("bench-kernels", "ssm_conda.benchmarks.kernels", "time the installed kernels against the reference and a "
-            "device-to-device copy (GPU needed)"),
-)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A console script: its name, the top of its --help, its subcommands."""
+
+    prog: str
+    description: str
+    commands: tuple[Command, ...]
+
+
+SSM_CONDA = Tool("ssm-conda", __doc__ or "", COMMANDS)
 
 
 def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -67,17 +66,14 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
                              "nearest one at or above the current directory)")
 
 
-def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = (), tool: Tool = SSM_CONDA) -> argparse.ArgumentParser:
     """The whole command line; only the module of the subcommand named in argv is imported (startup
     stays quick, and a GPU machine timing kernels needs neither rattler-build nor torch's build tools)."""
-    dev = commands is DEV_COMMANDS
-    parser = ArgumentParser(prog="ssm-conda-dev" if dev else "ssm-conda",
-                            description="ssm-conda-dev: the tools for developing causal-conv1d-conda." if dev else __doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog=tool.prog, description=tool.description, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    wanted = next((a for a in argv if any(c.name == a for c in commands)), None)
-    for command in commands:
+    wanted = next((a for a in argv if any(c.name == a for c in tool.commands)), None)
+    for command in tool.commands:
         child = sub.add_parser(command.name, help=command.help,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         # SUPPRESS: a -v given before the command name is not reset by the subcommand's default
@@ -90,16 +86,16 @@ def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMAND
     return parser
 
 
-def parse_args(argv: Sequence[str] | None, commands: Sequence[Command] = COMMANDS) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None, tool: Tool = SSM_CONDA) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
-    return build_parser(argv, commands).parse_args(argv)
+    return build_parser(argv, tool).parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = COMMANDS) -> int:
+def main(argv: Sequence[str] | None = None, tool: Tool = SSM_CONDA) -> int:
     """Parse and run one subcommand; returns the exit status (tests call this)."""
 
     def dispatch(args: Sequence[str] | None) -> int:
-        parsed = parse_args(args, commands)
+        parsed = parse_args(args, tool)
         chosen = parsed.workspace or os.environ.get(WORKSPACE_ENV)
         if chosen:
             choose_workspace(Path(chosen))
@@ -109,15 +105,6 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = COMMAN
     return run_cli(dispatch, argv)
 
 
-def dev_main(argv: Sequence[str] | None = None) -> int:
-    """ssm-conda-dev: the development tools, parsed and run as ssm-conda's commands are."""
-    return main(argv, DEV_COMMANDS)
-
-
 def entry() -> None:
     """The console script: py-rattler's threads must not see the interpreter finalize."""
     exit_without_finalizing(main(sys.argv[1:]))
-
-
-def dev_entry() -> None:
-    exit_without_finalizing(dev_main(sys.argv[1:]))

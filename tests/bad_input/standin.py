@@ -9,7 +9,7 @@ import sys
 import zipfile
 from collections.abc import Callable
 
-from ssm_conda.standin import debian
+from ssm_conda_dev.standin import debian
 
 from tests.bad_input import Case, Context
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ssm_conda.matrix import PlannedVariant
-from ssm_conda.standin.packages import COMPUTE_CAPABILITIES
+from ssm_conda_dev.standin.packages import COMPUTE_CAPABILITIES
 
 # Everything else the recipes' run requirements name, at a version each requirement accepts.
 OTHERS = {"python": ("3.12.0", "0"), "pytorch": ("2.13.0", "cuda130_0"), "packaging": ("25.0", "0"),
@@ -29,7 +29,7 @@ OTHERS = {"python": ("3.12.0", "0"), "pytorch": ("2.13.0", "cuda130_0"), "packag
 def cuda_arch_requirements(capability: str) -> dict[str, Any]:
     """The stand-in's cuda-arch recipe for one capability, rendered: run_constraints and run_exports."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
-    from ssm_conda.standin.packages import RECIPES_DIR
+    from ssm_conda_dev.standin.packages import RECIPES_DIR
 
     render = RenderConfig(PlatformConfig(target_platform="linux-64"), extra_context={"capability": capability})
     return Stage0Recipe.from_file(RECIPES_DIR / "cuda-arch.yaml").render(VariantConfig({}), render)[0].recipe.to_dict()[

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 from rattler.exceptions import SolverError
-from ssm_conda.dev.solving import solve_for_machine
 from ssm_conda.matrix import Selection, plan
+from ssm_conda_dev.solving import solve_for_machine
 
 from tests.recipe.generation_channel import package_record, write_channel
 

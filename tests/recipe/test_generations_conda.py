@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 from rattler.exceptions import SolverError
-from ssm_conda.dev.solving import solve_for_machine
 from ssm_conda.matrix import Selection, plan
+from ssm_conda_dev.solving import solve_for_machine
 
 from tests.conda_client import Conda, conda_python, linked
 from tests.recipe.generation_channel import write_channel

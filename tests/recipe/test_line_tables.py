@@ -5,9 +5,9 @@ fake nvcc 13.0, against upstream's as the control; and the recipes pass the key 
 from pathlib import Path
 
 import pytest
-from ssm_conda.dev.sdist import unpack_patched
 from ssm_conda.matrix import Selection, plan
 from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda_dev.sdist import unpack_patched
 
 from tests.recipe.setup_py import fake_nvcc, run_setup, write_torch_stub
 

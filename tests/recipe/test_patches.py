@@ -7,9 +7,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from ssm_conda.dev.sdist import fetch_sdist, recipe_source, unpack_patched
 from ssm_conda.paths import recipe_of
 from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda_dev.sdist import fetch_sdist, recipe_source, unpack_patched
 
 PATCHES = [(package, patch) for package in PACKAGES for patch in recipe_source(package)["patches"]]
 

@@ -8,7 +8,7 @@ there is one.
 from pathlib import Path
 
 import pytest
-from ssm_conda.dev.sdist import unpack_patched
+from ssm_conda_dev.sdist import unpack_patched
 
 from tests.recipe.setup_py import Nvcc, gencodes, nvcc_for, run_setup, sass, upstream_archs, with_nvcc, write_torch_stub
 

@@ -16,7 +16,7 @@ def mamba_recipe() -> Path:
 @pytest.fixture(scope="session")
 def mamba_sdist(mamba_recipe) -> Path:
     """The pinned mamba-ssm sdist, downloaded once into the cache and sha-checked."""
-    from ssm_conda.dev.sdist import fetch_sdist
+    from ssm_conda_dev.sdist import fetch_sdist
 
     del mamba_recipe
     return fetch_sdist("mamba-ssm")
@@ -30,7 +30,7 @@ def cpu_mamba_ssm(tmp_path_factory, mamba_sdist, cpu_causal_conv1d) -> list[Path
     selective_scan_cuda; causal_conv1d as in the cpu_causal_conv1d fixture (its stand-in for
     causal_conv1d_cuda), so mamba_inner_fn's calls into causal_conv1d.cpp_functions are real.
     """
-    from ssm_conda.dev.sdist import unpack_patched
+    from ssm_conda_dev.sdist import unpack_patched
 
     del mamba_sdist  # downloaded by its fixture; unpack_patched reads it from the cache
     root = unpack_patched(tmp_path_factory.mktemp("mamba-sdist"), package="mamba-ssm")

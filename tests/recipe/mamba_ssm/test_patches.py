@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from ssm_conda.channels import sha256_of
-from ssm_conda.dev.sdist import recipe_source, unpack_patched
 from ssm_conda.paths import recipe_of
+from ssm_conda_dev.sdist import recipe_source, unpack_patched
 
 MAMBA_RECIPE = recipe_of("mamba-ssm")
 MAMBA_DIR = MAMBA_RECIPE.parent

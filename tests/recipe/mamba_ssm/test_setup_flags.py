@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ssm_conda.dev.sdist import unpack_patched
 from ssm_conda.paths import recipe_of
+from ssm_conda_dev.sdist import unpack_patched
 
 from tests.recipe.setup_py import (
     Nvcc,

@@ -1,0 +1,137 @@
+"""Build an offline stand-in conda channel for building recipe/causal-conv1d/recipe.yaml without conda-forge.
+
+Every package the recipe asks for (python, pip, pytorch, the CUDA libraries, cuda-nvcc_linux-64,
+the compilers, the sysroot, ...) is repacked, under conda-forge's name, by a small rattler-build
+recipe of its own (ssm_conda_dev/standin/recipes/) from what this machine has: a CPython with a shared
+libpython, PyPI wheels (torch, NVIDIA's CUDA libraries and the toolkit's nvcc, crt, nvvm, runtime
+and CCCL, pure-Python packages), and the machine's gcc and glibc: no system CUDA toolkit. Versions
+tell the truth: where they differ from what a variant file asks for (gcc, glibc), the channel root
+gets standin-variants.yaml, which `ssm-conda build` merges over the variant file. Every package is
+then checked against conda-forge's record (conda_forge.yaml, standin/fidelity.py).
+
+    ssm-conda-dev standin                                          # ~/.cache/causal-conv1d-conda/standin
+    ssm-conda-dev standin --python-prefix ~/.pyenv/versions/3.12.1   # add Python 3.12's packages
+
+Wheels are looked for in the cache's wheels/ folder and every --wheel-dir; missing ones are
+downloaded into the cache from PyPI (torch: about 550 MB) unless --offline. Re-running reuses
+every package whose stand-in recipe is unchanged; a run for another Python adds that Python's
+packages and keeps the others'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from ssm_conda.channels import index_channel
+from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_summary
+from ssm_conda.matrix import PLATFORMS
+from ssm_conda.paths import cache_dir
+
+from ssm_conda_dev.standin import debian
+from ssm_conda_dev.standin.catalog import CROSSENV, all_names
+from ssm_conda_dev.standin.fidelity import check_channel
+from ssm_conda_dev.standin.host import check_patchelf, discover, discover_cross, gather
+from ssm_conda_dev.standin.packages import aarch64_standins, cross_standins, standins
+from ssm_conda_dev.standin.repack import build_channel, write_variants_file
+from ssm_conda_dev.standin.wheels import Target
+
+
+def default_dir() -> Path:
+    return cache_dir() / "standin"
+
+
+def wheel_cache() -> Path:
+    """Where downloaded wheels go, and the one wheel folder looked in by default."""
+    return cache_dir() / "wheels"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", help=f"the stand-in channel's directory (default {default_dir()})")
+    parser.add_argument("--python-prefix", help="CPython installation to repack (default: the running one's base)")
+    parser.add_argument("--torch-wheel", help="torch wheel to repack (default: the newest fitting one found)")
+    parser.add_argument("--torch-installed", metavar="SITE_PACKAGES",
+                        help="repack the torch installed in this site-packages instead of a wheel")
+    parser.add_argument("--torch", help="torch minor to pick from the wheels found, e.g. 2.13")
+    parser.add_argument("--cuda", help="CUDA X.Y of the toolkit packages, from NVIDIA's wheels "
+                                       "(default: the one torch was built for)")
+    parser.add_argument("--cc", help="host gcc to wrap (default: the newest /usr/bin/gcc-N)")
+    parser.add_argument("--wheel-dir", action="append", default=[], metavar="DIR",
+                        help=f"another folder of wheels to look in, before {wheel_cache()} (repeatable)")
+    parser.add_argument("--offline", action="store_true",
+                        help="never pip download a missing wheel (torch for another Python, small pure-Python ones)")
+    parser.add_argument("--rebuild", action="append", default=[], metavar="NAME",
+                        help="rebuild this package even if the channel has it (repeatable; 'all' for every one): "
+                             "a changed stand-in recipe keeps its name, version and build string")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="compression threads")
+    parser.add_argument("--target-platform", choices=PLATFORMS, default="linux-64",
+                        help="linux-aarch64: add what cross-compiling for it on linux-64 needs (Debian's cross gcc, "
+                             "glibc and CPython 3.11; cross-python; aarch64 wheels of torch and NVIDIA's CUDA); "
+                             "the channel must hold the linux-64 packages of Python 3.11 already")
+
+
+def rebuild_names(values: list[str]) -> frozenset[str]:
+    """--rebuild's names (repeated or comma-separated), checked against the stand-ins."""
+    names = frozenset(n.strip() for item in values for n in item.split(",") if n.strip())
+    known = all_names() | {"all"}
+    if names - known:
+        raise UsageError(f"--rebuild: unknown package {', '.join(sorted(names - known))}; "
+                         f"accepted: {', '.join(sorted(known))}")
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.torch_wheel and args.torch_installed:
+        raise UsageError("--torch-wheel and --torch-installed exclude each other")
+    if args.threads < 1:
+        raise UsageError(f"--threads {args.threads}: must be at least 1")
+    rebuild = rebuild_names(args.rebuild)
+    check_patchelf()
+    dirs = [Path(d).expanduser() for d in args.wheel_dir]
+    if missing := [d for d in dirs if not d.is_dir()]:
+        raise UsageError(f"--wheel-dir {missing[0]}: no such folder")
+    start = time.monotonic()
+    channel = Path(args.dir or default_dir()).expanduser().resolve()
+    if args.target_platform == "linux-aarch64":
+        return run_cross(args, channel, rebuild, start)
+    machine = discover(args, [*dirs, wheel_cache()], wheel_cache())  # every input checked before anything is written
+    outcomes = build_channel(standins(machine), machine.py_ver, channel, args.threads,
+                             lambda msg: print(msg, flush=True), rebuild, args.verbose)
+    variants_file = write_variants_file(channel, machine)
+    index_channel(channel, force=True)
+    total = sum(p.stat().st_size for p in channel.glob("*/*.conda"))
+    print_summary(outcomes, title=f"stand-in packages for python {machine.py_ver}")
+    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for python {machine.py_ver}, "
+          f"{human_size(total)} in all, {human_duration(time.monotonic() - start)})")
+    print(f"variant overrides: {variants_file} (merge over the variant file: compilers and glibc are the machine's)")
+    if problems := check_channel(channel):
+        print("\n".join(problems))
+        raise PipelineError(f"the stand-in channel differs from conda-forge's packages in {len(problems)} places "
+                            "(above; the record is ssm_conda_dev/standin/conda_forge.yaml)")
+    print("every recorded package matches conda-forge's (ssm_conda_dev/standin/conda_forge.yaml)")
+    return 0
+
+
+def run_cross(args: argparse.Namespace, channel: Path, rebuild: frozenset[str], start: float) -> int:
+    """The linux-aarch64 additions to a channel: Debian's packages (cached under the cache's debian/)
+    and the aarch64 wheels, every input found before anything is written."""
+    debs = debian.fetch(cache_dir() / "debian", offline=args.offline)
+    py_ver = debs.py_ver
+    if not list((channel / "linux-64").glob(f"python-{py_ver}.*.conda")):
+        raise UsageError(f"{channel} has no linux-64 python {py_ver}, which cross-compiling runs: build the channel "
+                         f"for it first (ssm-conda-dev standin --python-prefix <a CPython {py_ver}>)")
+    build_python = Target(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
+    dirs = [*(Path(d).expanduser() for d in args.wheel_dir), wheel_cache()]
+    crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], dirs, wheel_cache(), build_python,
+                      args.offline, args.verbose)["crossenv"]
+    machine = discover_cross(args, debs, dirs, wheel_cache())
+    todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(machine)]
+    outcomes = build_channel(todo, py_ver, channel, args.threads, lambda msg: print(msg, flush=True), rebuild,
+                             args.verbose)
+    index_channel(channel, force=True)
+    print_summary(outcomes, title=f"stand-in packages for cross-compiling to linux-aarch64 (python {py_ver})")
+    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for linux-aarch64, pytorch {machine.torch_version} "
+          f"(CUDA {machine.cuda_mm}), {human_duration(time.monotonic() - start)})")
+    return 0
