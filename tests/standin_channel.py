@@ -58,7 +58,7 @@ def build_standin(python_b: tuple[str, Path]) -> Path:
     # SSM_CONDA_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
     # so the stand-in is repacked from them instead of downloading about 1 GB from PyPI.
     wheel_dirs = [d for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d]
-    standin_command = (sys.executable, "-m", "ssm_conda_dev", "standin", "--dir", str(channel),
+    standin_command = (sys.executable, "-m", "ssm_conda_dev", "standin", "--output-dir", str(channel),
                        *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
     run(*standin_command, "--torch", TORCH, env=without_system_cuda())
     run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH, env=without_system_cuda())
@@ -71,7 +71,7 @@ def add_aarch64(channel: Path) -> Path:
     """linux-aarch64's additions to the stand-in channel (cross toolchain, Debian's CPython 3.11,
     cross-python, aarch64 pytorch and CUDA packages), for the cross builds."""
     wheel_dirs = [d for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d]
-    run(sys.executable, "-m", "ssm_conda_dev", "standin", "--target-platform", "linux-aarch64", "--dir", str(channel),
+    run(sys.executable, "-m", "ssm_conda_dev", "standin", "--target-platform", "linux-aarch64", "--output-dir", str(channel),
         "--torch", TORCH, *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)), env=without_system_cuda())
     assert check_channel(channel) == []
     return channel

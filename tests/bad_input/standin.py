@@ -47,7 +47,7 @@ def cached_debs(context: Context) -> None:
     context.values["deb"] = str(debs / f"{debian.PACKAGES[0]}_1.0-1_amd64.deb")
 
 
-STANDIN = ("standin", "--dir", "{tmp}/channel", "--offline")
+STANDIN = ("standin", "--output-dir", "{tmp}/channel", "--offline")
 CASES = [
     Case("standin-random-bytes-wheel", (*STANDIN, "--wheel-dir", "{tmp}/wheels"),
          f"{TORCH}: not a readable wheel (File is not a zip file); delete it or replace it",

@@ -49,7 +49,7 @@ def wheel_cache() -> Path:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", help=f"the stand-in channel's directory (default {default_dir()})")
+    parser.add_argument("--output-dir", type=Path, help=f"the stand-in channel it writes, or adds to (default {default_dir()})")
     parser.add_argument("--python-prefix", help="CPython installation to repack (default: the running one's base)")
     parser.add_argument("--torch-wheel", help="torch wheel to repack (default: the newest fitting one found)")
     parser.add_argument("--torch-installed", metavar="SITE_PACKAGES",
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if missing := [d for d in dirs if not d.is_dir()]:
         raise UsageError(f"--wheel-dir {missing[0]}: no such folder")
     start = time.monotonic()
-    channel = Path(args.dir or default_dir()).expanduser().resolve()
+    channel = (args.output_dir or default_dir()).expanduser().resolve()
     if args.target_platform == "linux-aarch64":
         return run_cross(args, channel, rebuild, start)
     machine = discover(args, [*dirs, wheel_cache()], wheel_cache())  # every input checked before anything is written

@@ -34,7 +34,7 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
 def test_missing_torch_wheel(tmp_path, capsys):
     out, empty = tmp_path / "channel", tmp_path / "empty"
     empty.mkdir()
-    code, err = run(["--dir", str(out), "--wheel-dir", str(empty), "--offline"], capsys)
+    code, err = run(["--output-dir", str(out), "--wheel-dir", str(empty), "--offline"], capsys)
     assert code == 2
     assert err.count("\n") == 1 and "torch wheel" in err
     assert not out.exists()
@@ -43,12 +43,12 @@ def test_missing_torch_wheel(tmp_path, capsys):
 @needs_shared_python
 def test_wheels_are_looked_for_in_the_cache_and_the_wheel_dirs_only(tmp_path, cache, capsys):
     """Regression: the default list named a folder that only one machine had."""
-    code, err = run(["--dir", str(tmp_path / "c"), "--offline"], capsys)
+    code, err = run(["--output-dir", str(tmp_path / "c"), "--offline"], capsys)
     assert code == 2 and err == f"error: no torch wheel (a CUDA build) for {PY_TAG} in {cache / 'wheels'}; " \
                                 "pass --torch-wheel or --torch-installed\n"
     extra = tmp_path / "more"
     extra.mkdir()
-    code, err = run(["--dir", str(tmp_path / "c"), "--offline",
+    code, err = run(["--output-dir", str(tmp_path / "c"), "--offline",
                      "--wheel-dir", str(extra)], capsys)
     assert code == 2 and f"in {extra}, {cache / 'wheels'};" in err
 
@@ -57,7 +57,7 @@ def test_wheels_are_looked_for_in_the_cache_and_the_wheel_dirs_only(tmp_path, ca
 def test_named_torch_wheel_missing(tmp_path, capsys):
     out = tmp_path / "channel"
     missing = tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
-    code, err = run(["--dir", str(out), "--torch-wheel", str(missing)], capsys)
+    code, err = run(["--output-dir", str(out), "--torch-wheel", str(missing)], capsys)
     assert code == 2 and err.startswith("error: torch wheel not found") and err.count("\n") == 1
     assert not out.exists()
 
@@ -69,7 +69,7 @@ def test_missing_toolkit_wheels_offline(tmp_path, wheel_maker, capsys):
     wheel_maker(wheels, f"torch-2.13.0-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl",
                 ('cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"',))
     out = tmp_path / "channel"
-    code, err = run(["--dir", str(out), "--wheel-dir", str(wheels), "--offline"], capsys)
+    code, err = run(["--output-dir", str(out), "--wheel-dir", str(wheels), "--offline"], capsys)
     assert code == 2 and err.startswith("error: no nvidia-cuda-nvcc==13.0.* wheel for ")
     assert err.count("\n") == 1
     assert "(and --offline)" in err and not out.exists()
@@ -78,7 +78,7 @@ def test_missing_toolkit_wheels_offline(tmp_path, wheel_maker, capsys):
 @needs_shared_python
 def test_cpu_build_of_torch_is_refused(tmp_path, wheel_maker, capsys):
     wheel = wheel_maker(tmp_path, f"torch-2.13.0+cpu-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl")
-    code, err = run(["--dir", str(tmp_path / "c"), "--torch-wheel", str(wheel)], capsys)
+    code, err = run(["--output-dir", str(tmp_path / "c"), "--torch-wheel", str(wheel)], capsys)
     assert code == 2 and "is a CPU build of torch" in err and err.count("\n") == 1
 
 
@@ -88,7 +88,7 @@ def test_python_without_shared_lib(tmp_path, capsys):
     (prefix / "lib").mkdir()
     (prefix / "bin" / "python3.11").symlink_to(sys.executable)
     out = tmp_path / "channel"
-    code, err = run(["--dir", str(out), "--python-prefix", str(prefix)], capsys)
+    code, err = run(["--output-dir", str(out), "--python-prefix", str(prefix)], capsys)
     assert code == 2 and "libpython" in err and err.count("\n") == 1
     assert not out.exists()
 
@@ -98,24 +98,24 @@ def test_python_without_shared_lib(tmp_path, capsys):
     (["--rebuild", "pytorch,nmupy"], "error: --rebuild: unknown package nmupy; accepted: "),
     (["--wheel-dir", "/no/such/folder"], "error: --wheel-dir /no/such/folder: no such folder\n"),
     (["--threads", "0"], "error: --threads 0: must be at least 1\n"),
-    (["--output", "x"], "error: ssm-conda-dev: unrecognized arguments: --output x\n"),
+    (["--dir", "x"], "error: ssm-conda-dev: unrecognized arguments: --dir x\n"),  # --output-dir's old name
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):
-    code, err = run(["--dir", str(tmp_path / "c"), *argv], capsys)
+    code, err = run(["--output-dir", str(tmp_path / "c"), *argv], capsys)
     assert code == 2 and err.startswith(message) and err.count("\n") == 1
     assert not (tmp_path / "c").exists()
 
 
 def test_default_dir_is_in_the_cache(cache):
     args = cli.parse_args(["standin"], dev_cli.SSM_CONDA_DEV)
-    assert args.dir is None and command.default_dir() == cache / "standin" and args.wheel_dir == []
+    assert args.output_dir is None and command.default_dir() == cache / "standin" and args.wheel_dir == []
 
 
 @needs_shared_python
 def test_cli_runs_as_a_module(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
-        [sys.executable, "-m", "ssm_conda_dev", "standin", "--dir", str(tmp_path / "c"), "--threads", "0"],
+        [sys.executable, "-m", "ssm_conda_dev", "standin", "--output-dir", str(tmp_path / "c"), "--threads", "0"],
         capture_output=True, text=True, cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert result.stderr == "error: --threads 0: must be at least 1\n"
@@ -123,7 +123,7 @@ def test_cli_runs_as_a_module(tmp_path):
 
 
 def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, capsys, request):
-    """The whole command on a made-up machine with one stand-in: default --dir, index, summary table, modes."""
+    """The whole command on a made-up machine with one stand-in: default --output-dir, index, summary table, modes."""
     previous = os.umask(0o022)  # the usual umask, whatever the test runner's
     request.addfinalizer(lambda: os.umask(previous))
     seen = {}
