@@ -38,7 +38,7 @@ COMMANDS = (
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
-    Command("gpu-test", "ssm_conda.gpu_test", "re-run built packages' test sections on this "
+    Command("gpu-test", "ssm_conda.gpu_check", "re-run built packages' test sections on this "
             "machine's GPU (rattler-build test)"),
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
             "and GPU generation) and their expected times"),

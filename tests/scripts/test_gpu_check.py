@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from rattler_build import Package
-from ssm_conda import cli, gpu_test
+from ssm_conda import cli, gpu_check
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.project import NAMES as PACKAGES
 
@@ -74,15 +74,15 @@ PYTEST_TAIL = [
 
 
 def test_judge():
-    assert gpu_test.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
-    assert gpu_test.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
-    ok, detail = gpu_test.judge(True, PYTEST_TAIL, require_gpu=True)
+    assert gpu_check.summarize_output(PYTEST_TAIL) == "12 passed, 893 skipped, 12843 deselected"
+    assert gpu_check.judge(True, PYTEST_TAIL, require_gpu=False) == (True, "12 passed, 893 skipped, 12843 deselected")
+    ok, detail = gpu_check.judge(True, PYTEST_TAIL, require_gpu=True)
     assert not ok and detail.startswith("causal-conv1d GPU tests skipped:")
-    assert gpu_test.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
-    assert gpu_test.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
-    assert gpu_test.judge(True, ["==== no tests ran in 0.01s ===="], require_gpu=False) == (False, "no test ran: no tests ran")
-    assert gpu_test.judge(True, ["==== 12 deselected in 0.01s ===="], False) == (False, "no test ran: 12 deselected")
-    assert gpu_test.judge(True, ["==== 2 xpassed in 0.01s ===="], False) == (False, "no test ran: 2 xpassed")
+    assert gpu_check.judge(False, ["==== 1 failed, 3 passed in 2.00s ===="], require_gpu=True) == (False, "1 failed, 3 passed")
+    assert gpu_check.judge(True, ["==== 400 passed in 20.00s ===="], require_gpu=True) == (True, "400 passed")
+    assert gpu_check.judge(True, ["==== no tests ran in 0.01s ===="], require_gpu=False) == (False, "no test ran: no tests ran")
+    assert gpu_check.judge(True, ["==== 12 deselected in 0.01s ===="], False) == (False, "no test ran: 12 deselected")
+    assert gpu_check.judge(True, ["==== 2 xpassed in 0.01s ===="], False) == (False, "no test ran: 2 xpassed")
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -91,16 +91,16 @@ def test_a_gpu_run_that_did_not_run_is_seen_for_every_package(package, marker):
     """The markers the packages' test sections print (their shared gate's): mamba-ssm's skipped GPU
     tests passed for a GPU run before, as only causal-conv1d's marker was known."""
     line = f"{getattr(gpu_gate.Gate(package), marker)} no NVIDIA driver on this machine"
-    ok, detail = gpu_test.judge(True, [line, PYTEST_TAIL[1]], require_gpu=True)
+    ok, detail = gpu_check.judge(True, [line, PYTEST_TAIL[1]], require_gpu=True)
     assert (ok, detail) == (False, line)
-    assert gpu_test.judge(True, [line, PYTEST_TAIL[1]], require_gpu=False)[0]
+    assert gpu_check.judge(True, [line, PYTEST_TAIL[1]], require_gpu=False)[0]
 
 
 def test_lower_bounds_stand_in_for_the_driver_and_the_gpu():
     depends = ["python >=3.12", "cuda-version >=13.0,<14", "__cuda_arch >=9.0,<10", "cuda-arch >=9.0"]
-    assert gpu_test.lower_bound(depends, "cuda-version") == "13.0"
-    assert gpu_test.lower_bound(depends, "cuda-arch") == "9.0"
-    assert gpu_test.lower_bound(["python"], "cuda-version") is None
+    assert gpu_check.lower_bound(depends, "cuda-version") == "13.0"
+    assert gpu_check.lower_bound(depends, "cuda-arch") == "9.0"
+    assert gpu_check.lower_bound(["python"], "cuda-version") is None
 
 
 def test_each_package_is_tested_once(tmp_path):
@@ -111,8 +111,8 @@ def test_each_package_is_tested_once(tmp_path):
     for name in names:
         (tmp_path / "linux-64" / name).write_bytes(b"")
     one = str(tmp_path / "linux-64" / names[0])
-    assert [p.name for p in gpu_test.package_files([one])] == [names[0]]
-    assert sorted(p.name for p in gpu_test.package_files([str(tmp_path), one])) == sorted(names[:2])
+    assert [p.name for p in gpu_check.package_files([one])] == [names[0]]
+    assert sorted(p.name for p in gpu_check.package_files([str(tmp_path), one])) == sorted(names[:2])
 
 
 def gpu_test_in_process(channel: Path, capsys, *args: str) -> tuple[int, str, str]:
