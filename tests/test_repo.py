@@ -87,7 +87,7 @@ def test_pixi_conda_build_solves_without_the_gpu_it_builds_for():
 
 
 def test_no_import_cycle_in_the_tooling():
-    """No module of ssm_conda imports, even for type checking only, one that imports it back."""
+    """No module of ssm_conda or ssm_conda_dev imports, even for type checking only, one that imports it back."""
     import ast
 
     root = REPO_ROOT / "scripts"
@@ -101,3 +101,35 @@ def test_no_import_cycle_in_the_tooling():
         return any(d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in imports.get(start, ()))
 
     assert [m for m in imports if reaches(m, m, {m})] == []
+
+
+def test_the_product_imports_and_names_nothing_of_the_development_tools():
+    """ssm_conda is what a channel maintainer runs: none of its modules imports ssm_conda_dev or names one of its
+    modules (a string such as cli.COMMANDS' module paths counts), and the development tools' folders are not in it."""
+    import ast
+
+    root = REPO_ROOT / "scripts" / "ssm_conda"
+    dev_parts = {"ssm_conda_dev", "standin", "benchmarks", "sync_matrix"}
+    dev_name = re.compile(r"\bssm_conda_dev\b|\bssm_conda\.(dev|standin|benchmarks)\b|\bsync_matrix\b")
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root)
+        if {"dev", *dev_parts} & set(where.with_suffix("").parts):
+            found.append(f"{where}: a development tool in the product package")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [alias.name for alias in node.names]
+                if isinstance(node, ast.ImportFrom):
+                    modules = [f"{node.module or ''}.{m}" for m in modules]
+                found += [f"{where}:{node.lineno}: imports {m}" for m in modules if dev_parts & set(m.split("."))]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and dev_name.search(node.value):
+                found.append(f"{where}:{node.lineno}: names {dev_name.search(node.value).group()}")
+    assert found == []
+
+
+def test_no_tooling_module_looks_like_a_test_file():
+    """pytest's python_files (test_*.py, *_test.py), and the tools that follow it, would take it for one."""
+    from fnmatch import fnmatch
+
+    modules = (REPO_ROOT / "scripts").rglob("*.py")
+    assert [str(p) for p in modules if fnmatch(p.name, "test_*.py") or fnmatch(p.name, "*_test.py")] == []
