@@ -31,12 +31,14 @@ def test_a_channel_maintainers_commands_apart_from_the_development_tools(capsys)
 
 
 def test_the_console_script_and_the_module_are_ssm_conda_dev(tmp_path):
-    """pyproject's ssm-conda-dev and `python -m ssm_conda_dev` (the tests', pixi's and CI's way) both reach it,
-    from any folder; the stand-in's recipes ship with the package that reads them."""
+    """pyproject's ssm-conda-dev (pixi's tasks, CI) and `python -m ssm_conda_dev` (the tests) both reach it,
+    from any folder; the stand-in's recipes and conda-forge record ship with the package that reads them."""
     assert PYPROJECT["project"]["scripts"]["ssm-conda-dev"] == "ssm_conda_dev.cli:entry"
     result = subprocess.run([sys.executable, "-m", "ssm_conda_dev", "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: ssm-conda-dev ") and "standin" in result.stdout
-    package_data = PYPROJECT["tool"]["setuptools"]["package-data"]
-    assert package_data == {"ssm_conda_dev.standin": ["recipes/*"]}
-    assert list((REPO_ROOT / "scripts" / "ssm_conda_dev" / "standin" / "recipes").glob("*.yaml"))
+    standin = REPO_ROOT / "scripts" / "ssm_conda_dev" / "standin"
+    shipped = PYPROJECT["tool"]["setuptools"]["package-data"]["ssm_conda_dev.standin"]
+    data = [p.relative_to(standin) for p in standin.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+            and not (p.suffix == ".py" and (p.parent / "__init__.py").exists())]
+    assert len(data) > 30 and [p for p in data if not any(p.match(glob) for glob in shipped)] == []
