@@ -19,14 +19,17 @@ import argparse
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rattler_build import Package
 from rattler_build.progress import ProgressCallback
 
-from ssm_conda.channels import DEFAULT_CHANNEL, check_archive, find_packages, name_and_build_of, normalise_channel, writable_dir
+from ssm_conda import options
+from ssm_conda.channels import check_archive, find_packages, name_and_build_of, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.machine import detect_compute_capabilities, virtual_package_overrides
+from ssm_conda.matrix import Selection
 from ssm_conda.project import NAMES as PACKAGES
 from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
 
@@ -39,12 +42,7 @@ PYTEST_SUMMARY = re.compile(r"^=+ (.*(?:passed|failed|skipped|errors?|deselected
 
 def summarize_output(lines: Sequence[str]) -> str:
     """The pytest summary line(s) of a test's output, or ''."""
-    summaries = []
-    for line in lines:
-        match = PYTEST_SUMMARY.match(line.strip())
-        if match:
-            summaries.append(match.group(1))
-    return "; ".join(summaries)
+    return "; ".join(match.group(1) for match in (PYTEST_SUMMARY.match(line.strip()) for line in lines) if match)
 
 
 def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool, str]:
@@ -63,11 +61,8 @@ def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool,
 def lower_bound(depends: Sequence[str], name: str) -> str | None:
     """X.Y of a package's `name >=X.Y,...` dependency: the CUDA version it was built for
     (cuda-version), the lowest GPU architecture it carries (cuda-arch)."""
-    for spec in depends:
-        match = re.match(rf"{re.escape(name)}\s+>=(\d+\.\d+)", spec)
-        if match:
-            return match.group(1)
-    return None
+    found = (re.match(rf"{re.escape(name)}\s+>=(\d+\.\d+)", spec) for spec in depends)
+    return next((match.group(1) for match in found if match), None)
 
 
 def describe_test(test: object) -> str:
@@ -95,8 +90,24 @@ def read_package(path: Path) -> Package:
         raise UsageError(f"cannot read package {path}: {' '.join(str(exc).split())}") from exc
 
 
-def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: bool, log_dir: Path | None,
-                verbose: bool, outcomes: list[Outcome]) -> None:
+@dataclass(frozen=True)
+class GpuTestOptions:
+    inputs: tuple[str, ...]  # .conda files and channel folders
+    selection: Selection
+    variants_dir: Path | None  # None: the workspace's, needed only where a selector names a variant
+    channels: tuple[str, ...]
+    log_dir: Path | None  # checked writable, not created
+    require_gpu: bool
+    verbose: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> GpuTestOptions:
+        return cls(tuple(args.packages), selection_from_args(args), args.variants_dir,
+                   options.channels(args.channel), args.log_dir and writable_dir(args.log_dir.resolve(), "--log-dir"),
+                   not args.allow_no_gpu, args.verbose)
+
+
+def run_package(path: Path, test: GpuTestOptions, has_gpu: bool, outcomes: list[Outcome]) -> None:
     """Run the package's tests, adding each one's outcome to `outcomes` as it ends."""
     package = read_package(path)
     if not package.tests:
@@ -106,20 +117,20 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: boo
     with virtual_package_overrides(*bounds) as added:
         for variable, value in added.items():
             print(f"no GPU: solving with {variable}={value}")
-        for index, test in enumerate(package.tests):
-            kind = describe_test(test)
+        for index, test_section in enumerate(package.tests):
+            kind = describe_test(test_section)
             print(f"{path.name}: test {index} ({kind}) ...", flush=True)
             start = time.monotonic()
             try:
-                result = package.run_test(index, channel=channels, progress_callback=_Echo() if verbose else None)
+                result = package.run_test(index, channel=list(test.channels), progress_callback=_Echo() if test.verbose else None)
                 success, lines = result.success, list(result.output)
             except Exception as exc:  # rattler-build reports solve and script failures by raising
                 success, lines = False, [f"error: {exc}"]
             seconds = time.monotonic() - start
-            if log_dir is not None:
-                (log_dir / f"{path.name.removesuffix('.conda')}.test{index}.log").write_text("\n".join(lines) + "\n")
-            ok, detail = judge(success, lines, require_gpu)
-            if not ok and not verbose:
+            if test.log_dir is not None:
+                (test.log_dir / f"{path.name.removesuffix('.conda')}.test{index}.log").write_text("\n".join(lines) + "\n")
+            ok, detail = judge(success, lines, test.require_gpu)
+            if not ok and not test.verbose:
                 for line in lines[-40:]:
                     print(f"  | {line}")
             outcomes.append(Outcome(path.name, f"test {index}: {kind[:40]}", "passed" if ok else "failed", seconds,
@@ -128,42 +139,41 @@ def run_package(path: Path, channels: list[str], require_gpu: bool, has_gpu: boo
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
-                        help=".conda files, or directories (e.g. output/) holding causal-conv1d packages")
-    parser.add_argument("-c", "--channel", action="append", default=None,
-                        help=f"channel for the test environment (repeatable; default {DEFAULT_CHANNEL})")
+                        help=".conda files, or channel folders (e.g. output/) holding causal-conv1d or mamba-ssm packages")
+    options.add_channels(parser, "a channel to solve the test environments from")
     parser.add_argument("--allow-no-gpu", action="store_true",
                         help="run without a GPU: GPU tests skip instead of failing")
-    parser.add_argument("--log-dir", type=Path, help="write each test's full output here")
+    parser.add_argument("--log-dir", type=Path, metavar="DIR", help="write each test's full output here")
     add_selector_arguments(parser, "test only this package (repeatable; default: every one)")
+    options.add_variants_dir(parser)
 
 
-def package_files(inputs: list[str]) -> list[Path]:
+def package_files(inputs: Sequence[str]) -> list[Path]:
     """This project's packages among the named files and channels, each once."""
     return [p for p in find_packages(inputs) if name_and_build_of(p.name)[0] in PACKAGES]
 
 
 def run(args: argparse.Namespace) -> int:
-    packages = choose_built(package_files(args.packages), lambda p: name_and_build_of(p.name), selection_from_args(args))
+    test = GpuTestOptions.from_args(args)
+    packages = choose_built(package_files(test.inputs), lambda p: name_and_build_of(p.name), test.selection, test.variants_dir)
     if not packages:
-        raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(args.packages)} that the selectors "
+        raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(test.inputs)} that the selectors "
                          "choose (build first, or name a .conda file)")
-    channels = [normalise_channel(c) for c in (args.channel or [DEFAULT_CHANNEL])]
-    log_dir = args.log_dir and writable_dir(args.log_dir.resolve(), "--log-dir")
-    require_gpu, caps = not args.allow_no_gpu, detect_compute_capabilities()
-    if require_gpu:
+    caps = detect_compute_capabilities()
+    if test.require_gpu:
         if not caps:
             raise PipelineError("no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a "
                                 "GPU machine, or pass --allow-no-gpu to run only the checks that need no GPU")
-        print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(channels)}")
+        print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(test.channels)}")
     for path in packages:  # a damaged archive stops the run before any test (each extraction is let go again)
         read_package(path)
-    if log_dir:
-        log_dir.mkdir(parents=True, exist_ok=True)
+    if test.log_dir:
+        test.log_dir.mkdir(parents=True, exist_ok=True)
 
     outcomes: list[Outcome] = []
     try:
         for path in packages:
-            run_package(path, channels, require_gpu, bool(caps), log_dir, args.verbose, outcomes)
+            run_package(path, test, bool(caps), outcomes)
     finally:  # the results so far, however the run ends
         print()
         print_summary(outcomes)

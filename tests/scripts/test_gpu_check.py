@@ -10,6 +10,7 @@ import pytest
 from rattler_build import Package
 from ssm_conda import cli, gpu_check
 from ssm_conda.machine import detect_compute_capabilities
+from ssm_conda.matrix import Selection
 from ssm_conda.project import NAMES as PACKAGES
 
 from tests.bad_input.gpu_test import BUILD, PASSED, tiny_package
@@ -132,6 +133,23 @@ def test_a_package_whose_tests_ran_no_test_fails(tmp_path, capsys, commands, det
     tiny_package(tmp_path / "channel", commands=commands)
     status, out, _err = gpu_test_in_process(tmp_path / "channel", capsys)
     assert status == 1 and "0 passed, 1 failed" in out and detail in out, out
+
+
+def test_options_are_resolved_once(tmp_path):
+    args = cli.parse_args(["gpu-test", "out", "-c", str(tmp_path), "-c", "conda-forge", "--cuda", "13.0",
+                           "--variants-dir", str(tmp_path), "--log-dir", str(tmp_path / "logs"), "--allow-no-gpu", "-v"])
+    assert gpu_check.GpuTestOptions.from_args(args) == gpu_check.GpuTestOptions(
+        ("out",), Selection(cuda="13.0"), tmp_path, (tmp_path.as_uri(), "conda-forge"), tmp_path / "logs", False, True)
+
+
+def test_the_variants_dir_is_read_only_where_a_selector_names_a_variant(tmp_path, capsys):
+    """Without a selector gpu-test needs no checkout; with one, the variant files of --variants-dir say what it chooses."""
+    tiny_package(tmp_path / "channel")
+    status, out, err = gpu_test_in_process(tmp_path / "channel", capsys, "--variants-dir", str(tmp_path / "none"))
+    assert status == 0 and "1 passed, 0 failed" in out, out + err
+    status, out, err = gpu_test_in_process(tmp_path / "channel", capsys, "--variants-dir", str(tmp_path / "none"),
+                                           "--cuda", "13.0")
+    assert (status, err) == (2, f"error: variant files: no such directory: {tmp_path / 'none'}\n")
 
 
 def test_a_package_whose_tests_passed_passes(tmp_path, capsys):
