@@ -5,8 +5,9 @@ builds with the file's CUDA version, on every platform.
     ssm-conda-dev sync-matrix --dry-run            # print what would change, write nothing
     ssm-conda-dev sync-matrix --channel ./channel --oldest 2.11
 
-A minor counts where the channel has a pytorch build whose build string says that CUDA version
-(conda-forge's cuda130_generic_py312_h..._200) on each --platform, and is not older than --oldest
+A minor counts where a channel has a pytorch build whose build string says that CUDA version
+(conda-forge's cuda130_generic_py312_h..._200) on each platform (--target-platform: that one alone),
+and is not older than --oldest
 (default: the oldest the file lists now, so the matrix grows with new releases and never reaches
 back by itself). Only the list items change: comments and everything else stay as written.
 """
@@ -17,8 +18,9 @@ import argparse
 import re
 from pathlib import Path
 
+from ssm_conda import options
 from ssm_conda.archs import version_key
-from ssm_conda.channels import DEFAULT_CHANNEL, fetch_repodata, normalise_channel
+from ssm_conda.channels import fetch_repodata
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.matrix import PLATFORMS, TORCH_RE, VariantFile, load_variant_files
 from ssm_conda.paths import cache_dir
@@ -27,13 +29,13 @@ CUDA_BUILD_RE = re.compile(r"cuda(\d+)_")  # conda-forge's pytorch build strings
 PYTORCH_LIST_RE = re.compile(r'^pytorch:[ \t]*\n((?:[ \t]+-[ \t]*"?[\w.]+"?[ \t]*\n)+)', re.M)
 
 
-def cuda_minors(channel: str, platforms: tuple[str, ...]) -> dict[str, set[str]]:
-    """CUDA version without the dot ("130") -> the pytorch minors with a build for it on every platform."""
+def cuda_minors(channels: tuple[str, ...], platforms: tuple[str, ...]) -> dict[str, set[str]]:
+    """CUDA version without the dot ("130") -> the pytorch minors with a build for it on every platform (in any channel)."""
     found: dict[str, set[str]] | None = None
     for platform in platforms:
-        repodata = fetch_repodata(channel, platform, cache=cache_dir() / "repodata")
+        repodatas = [fetch_repodata(channel, platform, cache=cache_dir() / "repodata") for channel in channels]
         here: dict[str, set[str]] = {}
-        for record in repodata.load_records("pytorch") if repodata is not None else []:
+        for record in (r for repodata in repodatas if repodata is not None for r in repodata.load_records("pytorch")):
             match = CUDA_BUILD_RE.match(str(record.build))
             if match:
                 here.setdefault(match[1], set()).add(".".join(str(record.version).split(".")[:2]))
@@ -54,30 +56,30 @@ def rewritten(vfile: VariantFile, minors: list[str]) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--channel", default=DEFAULT_CHANNEL, help=f"channel to read (default {DEFAULT_CHANNEL})")
-    parser.add_argument("--platform", action="append", choices=PLATFORMS,
-                        help="platform whose builds count (repeatable; default: linux-64 and linux-aarch64)")
+    options.add_channels(parser, "a channel whose pytorch builds count")
+    parser.add_argument("--target-platform", choices=PLATFORMS,
+                        help="the conda platform whose builds alone count (default: every one, linux-64 and linux-aarch64)")
     parser.add_argument("--oldest", help="the oldest minor to keep (default: each file's oldest)")
-    parser.add_argument("--variants-dir", type=Path, help="default: the workspace's variants/")
+    options.add_variants_dir(parser)
     parser.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.oldest is not None and not TORCH_RE.fullmatch(args.oldest):
         raise UsageError(f"--oldest {args.oldest!r} is not a pytorch minor; accepted: X.Y, e.g. 2.12")
-    channel = normalise_channel(args.channel)
-    platforms = tuple(args.platform or PLATFORMS)
+    channels = options.channels(args.channel)
+    platforms = (args.target_platform,) if args.target_platform else PLATFORMS
     files = load_variant_files(args.variants_dir)  # bad files before any download
     if not files:
         raise UsageError(f"no variant files (*.yaml) in {args.variants_dir}")
-    available = cuda_minors(channel, platforms)
+    available = cuda_minors(channels, platforms)
     changes: dict[Path, str] = {}
     for vfile in files:
         cuda = vfile.cuda.replace(".", "")
         oldest = version_key(args.oldest or min(vfile.torches, key=version_key))
         minors = sorted((m for m in available.get(cuda, ()) if version_key(m) >= oldest), key=version_key)
         if not minors:
-            raise PipelineError(f"{channel} has no pytorch >= {'.'.join(map(str, oldest))} built with CUDA "
+            raise PipelineError(f"{', '.join(channels)} has no pytorch >= {'.'.join(map(str, oldest))} built with CUDA "
                                 f"{vfile.cuda} on {', '.join(platforms)}; nothing was written")
         added, dropped = sorted(set(minors) - set(vfile.torches)), sorted(set(vfile.torches) - set(minors))
         if not added and not dropped:

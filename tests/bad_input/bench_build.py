@@ -5,11 +5,11 @@ from tests.bad_input import Case, Context
 CF = ("--channel", "conda-forge")
 
 
-def keep_dir_is_a_file(context: Context) -> None:
+def output_dir_is_a_file(context: Context) -> None:
     (context.tmp / "notes.md").write_text("")
 
 
-def keep_dir_not_empty(context: Context) -> None:
+def output_dir_not_empty(context: Context) -> None:
     (context.tmp / "kept").mkdir()
     (context.tmp / "kept" / "old.log").write_text("")
 
@@ -31,8 +31,8 @@ CASES = [
          "--generation 'sm100': accepted for CUDA 13.0: all, sm8x, sm90, sm10x, sm12x", dev=True),
     Case("bench-build-two-benchmarks-one-bad", ("bench-build", "generations", "lineinfo", *CF, "--cuda", "12.9"),
          "--cuda 12.9: its variant file does not split by GPU generation", dev=True),
-    Case("bench-build-keep-dir-a-file", ("bench-build", "lineinfo", *CF, "--keep-dir", "{tmp}/notes.md"),
-         "notes.md: not an empty directory", dev=True, setup=keep_dir_is_a_file),
-    Case("bench-build-keep-dir-not-empty", ("bench-build", "lineinfo", *CF, "--keep-dir", "{tmp}/kept"),
-         "kept: not an empty directory", dev=True, setup=keep_dir_not_empty),
+    Case("bench-build-output-dir-a-file", ("bench-build", "lineinfo", *CF, "--output-dir", "{tmp}/notes.md"),
+         "notes.md: not an empty directory", dev=True, setup=output_dir_is_a_file),
+    Case("bench-build-output-dir-not-empty", ("bench-build", "lineinfo", *CF, "--output-dir", "{tmp}/kept"),
+         "kept: not an empty directory", dev=True, setup=output_dir_not_empty),
 ]

@@ -35,6 +35,6 @@ CASES = [
          setup=variants_copy),
     Case("sync-matrix-channel-without-pytorch", (*SYNC, "-c", "{tmp}/channel"), "has no pytorch >=", status=1, dev=True,
          setup=channel, may_write=REPODATA_CACHE),
-    Case("sync-matrix-unknown-platform", (*SYNC, "--platform", "osx-arm64"), "invalid choice: 'osx-arm64'", dev=True,
+    Case("sync-matrix-unknown-platform", (*SYNC, "--target-platform", "osx-arm64"), "invalid choice: 'osx-arm64'", dev=True,
          setup=variants_copy),
 ]

@@ -78,7 +78,7 @@ def test_lists_follow_the_channel_and_keep_the_comments(setup, capsys):
 def test_a_new_minor_is_added_where_every_platform_has_it(setup, capsys):
     channel, variants = setup
     args = ["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]
-    assert cli.main([*args, "--platform", "linux-64", "--oldest", "2.11"]) == 0
+    assert cli.main([*args, "--target-platform", "linux-64", "--oldest", "2.11"]) == 0
     assert torches(variants)["13.0"] == ["2.11", "2.12", "2.13", "2.15"]
     assert "added 2.15; dropped 2.10" in capsys.readouterr().out
 
@@ -96,7 +96,7 @@ def test_dry_run_writes_nothing(setup, capsys):
     [
         (["--oldest", "two"], 2, "--oldest 'two' is not a pytorch minor; accepted: X.Y"),
         (["--oldest", "2.16"], 1, "has no pytorch >= 2.16 built with CUDA 12.9 on linux-64, linux-aarch64; nothing was written"),
-        (["--platform", "osx-arm64"], 2, "invalid choice: 'osx-arm64'"),
+        (["--target-platform", "osx-arm64"], 2, "invalid choice: 'osx-arm64'"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(setup, capsys, extra, status, message):

@@ -4,7 +4,7 @@
     ssm-conda-dev bench-build archs --channel URL        # the all-architecture package vs one architecture
     ssm-conda-dev bench-build generations --channel URL  # every GPU generation's package vs all-architecture
     ssm-conda-dev bench-build lineinfo --channel URL     # with nvcc's line tables vs without (--generation)
-    ssm-conda-dev bench-build generations lineinfo --channel URL --keep-dir figures/  # both, in one run
+    ssm-conda-dev bench-build generations lineinfo --channel URL --output-dir figures/  # both, in one run
 
 `cache` gives the compiler cache a fresh directory, builds variant A (cold), then variant B, which
 differs only in Python (warm: the CUDA objects come from the cache), then A again in a fresh build
@@ -20,7 +20,7 @@ sm90 and all) without and with nvcc's source-line tables (--line-info), no cache
 and times side by side.
 Benchmarks named together run in one go and share their builds: a build without the compiler cache
 that two of them need (the all-architecture package of `generations` and of `lineinfo`) runs once.
-The test sections are skipped (--test skip) so that only building is timed; --keep-dir keeps every
+The test sections are skipped (--test skip) so that only building is timed; --output-dir keeps every
 package built, as an indexed channel, for `ssm-conda gpu-test` or a look inside afterwards.
 """
 
@@ -36,8 +36,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ssm_conda import options
 from ssm_conda.build import CCACHE_ENV, cache_hits
-from ssm_conda.channels import index_channel, normalise_channel
+from ssm_conda.channels import index_channel
 from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_table
 from ssm_conda.matrix import ALL_ARCHS, Selection, load_variant_files, select
 from ssm_conda.project import NAMES as PACKAGES
@@ -57,7 +58,7 @@ class Timing:
     seconds: float
     size: int
     hits: str  # compiler-cache hits / cacheable compiles, from the build log ("-" without the cache)
-    package: str = ""  # the package file, relative to the run's package store (--keep-dir)
+    package: str = ""  # the package file, relative to the run's package store (--output-dir)
 
 
 Ratio = tuple[str, float, str]  # (what, ratio, target)
@@ -72,7 +73,8 @@ def timed_build(
     time measured, the package copied into the store. `arch` is a list for --arch, or a GPU
     generation of the variant file ("all", "sm90": args.generations)."""
     generation = arch in args.generations
-    command, env = subcommand("build", "--package", args.package, "--channel", args.channel, "--cuda", args.cuda,
+    channels = [word for channel in args.channel for word in ("--channel", channel)]
+    command, env = subcommand("build", "--package", args.package, *channels, "--cuda", args.cuda,
                               "--python", python, "--torch", args.torch,
                               *(["--generation", arch] if generation else ["--arch", arch]), "--test", "skip",
                               *(["--line-info"] if line_info else []))
@@ -145,8 +147,8 @@ def report(timings: Sequence[Timing], ratios: Sequence[Ratio], args: argparse.Na
     print_table(["build", "python", "arch", "cache", "hits", "time", "size"], rows)
     for name, ratio, target in ratios:
         print(f"{name}: {ratio:.2f} (target {target})")
-    if args.keep_dir:
-        print(f"packages kept in {args.keep_dir} (an indexed channel)")
+    if args.output_dir:
+        print(f"packages kept in {args.output_dir} (an indexed channel)")
 
 
 def bench_cache(args: argparse.Namespace, build: Builds) -> Figures:
@@ -171,7 +173,7 @@ def bench_generations(args: argparse.Namespace, build: Builds) -> Figures:
         for timing in timings:
             copy_into(build.path(timing), Path(channel))
         index_channel(Path(channel))
-        records = solve_for_machine([Path(channel).as_uri(), args.channel], [args.package], cuda=args.cuda,
+        records = solve_for_machine([Path(channel).as_uri(), *args.channel], [args.package], cuda=args.cuda,
                                     cuda_arch=H100)
     (picked,) = [r.file_name for r in records if r.name.normalized == args.package]
     h100 = next(t for t in timings if Path(t.package).name == picked)
@@ -222,17 +224,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generation", action="append",
                         help="lineinfo: the GPU generation(s) to build (repeatable; default sm90 and all)")
     parser.add_argument("--package", choices=PACKAGES, default=PACKAGES[0], help=f"what to build (default {PACKAGES[0]})")
-    parser.add_argument("--channel", required=True, help="channel to build from (e.g. the stand-in)")
-    parser.add_argument("--cuda", default="13.0")
-    parser.add_argument("--torch", default="2.14")
+    options.add_channels(parser, "a channel to build from (e.g. the stand-in)")
+    parser.add_argument("--cuda", default="13.0", help="the CUDA version of the variants built (default 13.0)")
+    parser.add_argument("--torch", default="2.14", help="the pytorch minor of the variants built (default 2.14)")
     parser.add_argument("--arch", default="9.0", help="the one architecture (default 9.0)")
     parser.add_argument("--python-a", default="3.11", help="Python of variant A")
     parser.add_argument("--python-b", default="3.12", help="Python of variant B (cache benchmark)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout instead of the table")
-    parser.add_argument("--json-file", metavar="PATH", help="also write the figures as JSON to PATH")
-    parser.add_argument("--log-dir", help="keep each build's full log here (ccache statistics included)")
-    parser.add_argument("--keep-dir", metavar="DIR",
-                        help="keep every package built here, as an indexed channel (default: discarded)")
+    parser.add_argument("--json-file", type=Path, metavar="PATH", help="also write the figures as JSON to PATH")
+    parser.add_argument("--log-dir", type=Path, metavar="DIR",
+                        help="keep each build's full log here (ccache statistics included)")
+    parser.add_argument("--output-dir", type=Path, metavar="DIR",
+                        help="the local output channel to keep every package built in, indexed (default: none, discarded)")
     parser.add_argument("--baseline-mb", type=float, default=184.0,
                         help="generations: the size to compare with, in MB (default 184.0: causal-conv1d 1.7.0 for "
                         "CUDA 13.0 before the generation split, 8 architectures, measured here; see the README)")
@@ -240,7 +243,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Bad input fails here, before the first (long) build starts.
-    args.channel = normalise_channel(args.channel)
+    args.channel = options.channels(args.channel)
     for python in (args.python_a, args.python_b):
         select(Selection(cuda=args.cuda, python=python, torch=args.torch, arch=args.arch))
     # the variant file's generations, read once: every build and check below uses them
@@ -252,9 +255,9 @@ def run(args: argparse.Namespace) -> int:
     for generation in args.generation or []:
         if generation not in args.generations:
             raise UsageError(f"--generation {generation!r}: accepted for CUDA {args.cuda}: {', '.join(args.generations)}")
-    keep = Path(args.keep_dir) if args.keep_dir else None
+    keep = args.output_dir
     if keep is not None and keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
-        raise UsageError(f"--keep-dir {keep}: not an empty directory; give a new or empty one")
+        raise UsageError(f"--output-dir {keep}: not an empty directory; give a new or empty one")
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         timings, ratios = run_benchmarks(args, keep)

@@ -49,7 +49,8 @@ def wheel_cache() -> Path:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output-dir", type=Path, help=f"the stand-in channel it writes, or adds to (default {default_dir()})")
+    parser.add_argument("--output-dir", type=Path, metavar="DIR",
+                        help=f"the local output channel: the stand-in channel it writes, or adds to (default {default_dir()})")
     parser.add_argument("--python-prefix", help="CPython installation to repack (default: the running one's base)")
     parser.add_argument("--torch-wheel", help="torch wheel to repack (default: the newest fitting one found)")
     parser.add_argument("--torch-installed", metavar="SITE_PACKAGES",
@@ -67,9 +68,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "a changed stand-in recipe keeps its name, version and build string")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="compression threads")
     parser.add_argument("--target-platform", choices=PLATFORMS, default="linux-64",
-                        help="linux-aarch64: add what cross-compiling for it on linux-64 needs (Debian's cross gcc, "
-                             "glibc and CPython 3.11; cross-python; aarch64 wheels of torch and NVIDIA's CUDA); "
-                             "the channel must hold the linux-64 packages of Python 3.11 already")
+                        help="the conda platform to add packages for; linux-aarch64: what cross-compiling for it on "
+                             "linux-64 needs (Debian's cross gcc, glibc and CPython 3.11; cross-python; aarch64 wheels of "
+                             "torch and NVIDIA's CUDA); the channel must hold the linux-64 packages of Python 3.11 already")
 
 
 def rebuild_names(values: list[str]) -> frozenset[str]:

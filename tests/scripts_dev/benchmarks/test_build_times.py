@@ -16,14 +16,14 @@ def test_report_prints_every_ratio_and_writes_the_figures(tmp_path, capsys):
                Timing("variant B", "3.12", "9.0", "warm", 42.4, 21_861_789, "3/4")]
     path = tmp_path / "figures.json"
     ratios = [("warm B / cold A", 42.4 / 356.0, "< 0.33")]
-    report(timings, ratios, argparse.Namespace(json=False, json_file=str(path), keep_dir=None))
+    report(timings, ratios, argparse.Namespace(json=False, json_file=str(path), output_dir=None))
     out = capsys.readouterr().out
     assert "warm B / cold A: 0.12 (target < 0.33)" in out
     assert any(line.split()[:2] == ["variant", "B"] and "3/4" in line for line in out.splitlines())
     figures = json.loads(path.read_text())
     assert figures["warm B / cold A"] == 42.4 / 356.0 and figures["builds"][1]["hits"] == "3/4"
     # --json: the same figures on stdout, and nothing else there
-    report(timings, ratios, argparse.Namespace(json=True, json_file=None, keep_dir=None))
+    report(timings, ratios, argparse.Namespace(json=True, json_file=None, output_dir=None))
     assert json.loads(capsys.readouterr().out) == figures
 
 
@@ -102,7 +102,7 @@ def test_benchmarks_named_together_share_their_builds(bench, capsys, tmp_path):
     built once, and each build is one row of the figures."""
     import json
 
-    built, asked = bench("lineinfo", "generations", "--keep-dir", str(tmp_path / "kept"))
+    built, asked = bench("lineinfo", "generations", "--output-dir", str(tmp_path / "kept"))
     # generations first (BENCHMARKS' order), then only what lineinfo adds
     assert built == [(g, False, None) for g in ("all", "sm8x", "sm90", "sm10x", "sm12x")] + [
         ("sm90", True, None), ("all", True, None)]
