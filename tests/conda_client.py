@@ -19,7 +19,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from ssm_conda.paths import REPO_ROOT, cache_dir
+from ssm_conda.paths import cache_dir
+
+from tests.repo import REPO_ROOT
 
 CLIENTS = REPO_ROOT.parent / "shared" / "clients"
 CONDA_ENV = "SSM_CONDA_CONDA"
@@ -58,8 +60,9 @@ class Conda:
     python: Path
     root: Path
 
-    def environment(self, cuda: str | None = "13.0", cuda_arch: str | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "_CONDA"))}
+    def environment(self, cuda: str | None = "13.0", cuda_arch: str | None = None,
+                    base: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in (base or os.environ).items() if not k.startswith(("CONDA", "_CONDA"))}
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "condarc").write_text("channels: []\n")
         env.update(CONDARC=str(self.root / "condarc"), CONDA_PKGS_DIRS=str(self.root / "pkgs"),
@@ -70,10 +73,10 @@ class Conda:
         return env
 
     def run(self, *args: str, plugins: bool = True, check: bool = True, cwd: Path | None = None,
-            **machine: str | None) -> subprocess.CompletedProcess:
+            env: dict[str, str] | None = None, **machine: str | None) -> subprocess.CompletedProcess:
         command = [str(self.python), "-m", "conda", *([] if plugins else ["--no-plugins"]), *args]
         print("$", " ".join(command), flush=True)
-        result = subprocess.run(command, env=self.environment(**machine), cwd=cwd, text=True, capture_output=True)
+        result = subprocess.run(command, env=self.environment(**machine, base=env), cwd=cwd, text=True, capture_output=True)
         if check and result.returncode:
             raise AssertionError(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout[-3000:]}\n"
                                  f"{result.stderr[-3000:]}")

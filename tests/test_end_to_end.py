@@ -29,6 +29,7 @@ from ssm_conda.matrix import Selection, plan
 from ssm_conda.paths import cache_dir
 from ssm_conda_dev.solving import install_into_prefix, solve_for_machine
 
+from tests.conda_client import Conda, conda_python, linked
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 from tests.recipe.generation_channel import package_record
 from tests.standin_channel import CUDA, GENERATION, GPU, PYTHON, TORCH, TORCH_NEXT, run, without_system_cuda
@@ -310,6 +311,71 @@ def test_mamba_ssm_for_another_python_reuses_its_cuda_objects(standin, built, bu
     assert cache_hits(log) == "9/10", [line for line in log.splitlines() if "Hits:" in line or "Misses:" in line]
     print(f"mamba-ssm for Python {python_b[0]} with the cache: {human_duration(seconds_b)}, "
           f"{seconds_b / built_mamba[2]:.2f} of the first build (figures, not asserted)")
+
+
+@pytest.fixture(scope="module")
+def conda(tmp_path_factory) -> Conda:
+    return Conda(conda_python(), tmp_path_factory.mktemp("conda"))
+
+
+def build_string(package: Path) -> str:
+    return package.name.removesuffix(".conda").rsplit("-", 1)[1]
+
+
+@pytest.mark.slow
+def test_conda_installs_the_channel(standin, built, built_mamba, conda, tmp_path):
+    """Real conda (26.7.1, the classic solver, the __cuda_arch plugin): mamba-ssm from the output channel
+    brings causal-conv1d of the same build; both import, `pip check` is clean; causal-conv1d installs into
+    an existing environment; the sm90 packages go to an H100 (9.0) only, never to an A6000 (8.6) or a
+    machine that reports no __cuda_arch."""
+    output, cc_package = built[0], built[1]
+    channels = ("--override-channels", "-c", output.as_uri(), "-c", standin.as_uri())
+    env = tmp_path / "mamba"
+    conda.run("create", "-p", str(env), *channels, f"python={PYTHON}", "mamba-ssm", cuda=CUDA, cuda_arch=GPU)
+    listed = {p["name"]: p["build_string"] for p in json.loads(conda.run("list", "-p", str(env), "--json").stdout)}
+    assert listed["mamba-ssm"] == listed["causal-conv1d"] == build_string(cc_package), listed
+    probe = "import causal_conv1d_cuda, selective_scan_cuda, causal_conv1d, mamba_ssm; print(mamba_ssm.__version__)"
+    clean = {**os.environ, "PYTHONNOUSERSITE": "1"}
+    assert run(str(env / "bin" / "python"), "-c", probe, capture_output=True, env=clean).stdout.split() == ["2.3.2.post1"]
+    run(str(env / "bin" / "python"), "-m", "pip", "check", env=clean)
+
+    existing = tmp_path / "existing"
+    conda.run("create", "-p", str(existing), *channels, f"python={PYTHON}", cuda=CUDA, cuda_arch=GPU)
+    conda.run("install", "-p", str(existing), *channels, "causal-conv1d", cuda=CUDA, cuda_arch=GPU)
+    run(str(existing / "bin" / "python"), "-c", "import causal_conv1d_cuda, causal_conv1d", env=clean)
+
+    for gpu in ("8.6", None):
+        answer = conda.json("create", "--dry-run", "-p", str(tmp_path / "refused"), *channels, f"python={PYTHON}",
+                            "mamba-ssm", cuda=CUDA, cuda_arch=gpu)
+        assert not linked(answer, "mamba-ssm", "causal-conv1d") and "__cuda_arch" in answer.get("message", ""), answer
+
+
+@pytest.mark.slow
+def test_conda_build_builds_what_ssm_conda_builds(standin, built, conda, ccache, tmp_path):
+    """`conda build` (conda-build 26.7.1 through py-rattler-build) of the one variant `ssm-conda plan
+    --write-variants` wrote gives ssm-conda's package: name, build string, run requirements, file list."""
+    output, package = built[0], built[1]
+    selection = tmp_path / "selection.yaml"
+    run(sys.executable, "-m", "ssm_conda", "plan", "--package", "causal-conv1d", "--channel", str(standin), "--cuda", CUDA,
+        "--python", PYTHON, "--torch", TORCH, "--generation", GENERATION, "--write-variants", str(selection))
+    # An output folder whose path is as long as the first build's: rattler-build pads the host prefix
+    # to the build folder's length, and ccache hashes the headers' paths (CCACHE_BASEDIR: the build folder).
+    cb_output = output.with_name("e2e-cbuild")
+    assert len(str(cb_output)) == len(str(output))
+    shutil.rmtree(cb_output, ignore_errors=True)
+    start = time.monotonic()
+    result = conda.run("build", "recipe/causal-conv1d", "-m", str(selection), "--override-channels", "-c", standin.as_uri(),
+                       "--output-folder", str(cb_output), cuda=CUDA, cuda_arch=GPU, cwd=Path.cwd(),
+                       env={**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache)})
+    print(result.stdout[-2000:], f"\nconda build: {human_duration(time.monotonic() - start)}")
+    (theirs,) = cb_output.glob(f"*/{package.name}")
+    ours_dir, theirs_dir = unpack(package, tmp_path / "ours"), unpack(theirs, tmp_path / "theirs")
+    index = [json.loads((d / "info" / "index.json").read_text()) for d in (ours_dir, theirs_dir)]
+    assert [(i["name"], i["version"], i["build"], sorted(i["depends"])) for i in index[1:]] == \
+           [(index[0]["name"], index[0]["version"], index[0]["build"], sorted(index[0]["depends"]))]
+    files = [sorted(p["_path"] for p in json.loads((d / "info" / "paths.json").read_text())["paths"])
+             for d in (ours_dir, theirs_dir)]
+    assert files[0] == files[1]
 
 
 PLANTED_SOURCE = "int plant(void);\nint plant(void) { return 0; }\n"
