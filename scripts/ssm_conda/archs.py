@@ -48,23 +48,14 @@ class ArchEntry:
 
 
 def parse_arch_list(value: str) -> list[ArchEntry]:
-    """ "8.0;9.0+PTX" (';', ',' or spaces between entries) -> [ArchEntry("8.0"), ArchEntry("9.0", True)].
-
-    Raises ArchListError naming the first entry that is not X.Y or X.Y+PTX.
-    """
+    """ "8.0;9.0+PTX" (';', ',' or spaces between entries) -> [ArchEntry("8.0"), ArchEntry("9.0", True)]."""
     entries = []
-    for raw in SEPARATORS_RE.split(value.strip()):
-        if not raw:
-            continue
+    for raw in filter(None, SEPARATORS_RE.split(value.strip())):
         match = ENTRY_RE.fullmatch(raw)
         if match is None:
             raise ArchListError(raw)
         entries.append(ArchEntry(f"{int(match[1])}.{int(match[2])}", bool(match[3])))
     return entries
-
-
-def format_arch_list(entries: Sequence[ArchEntry]) -> str:
-    return ";".join(str(e) for e in entries)
 
 
 def lowest_arch(arch_list: str) -> str:
@@ -73,31 +64,23 @@ def lowest_arch(arch_list: str) -> str:
 
 
 def arch_covers(cap: str, arch_list: str) -> str | None:
-    """How code built for arch_list runs on a GPU of compute capability cap, or None if it can't.
-
-    A cubin for X.y runs on X.z with z >= y (same major); PTX for V JIT-compiles on any cap >= V.
-    """
+    """How code built for arch_list runs on a GPU of compute capability cap, or None if it can't: a cubin for
+    X.y runs on X.z with z >= y (same major); PTX for V JIT-compiles on any cap >= V."""
     entries = parse_arch_list(arch_list)
     key = version_key(cap)
     if any(e.cap == cap for e in entries):
         return f"sm_{cap.replace('.', '')} code"
-    same_major = [e for e in entries if e.key[0] == key[0] and e.key <= key]
-    if same_major:
+    if same_major := [e for e in entries if e.key[0] == key[0] and e.key <= key]:
         return f"{max(same_major, key=lambda e: e.key).sm} code (binary compatible)"
-    ptx = [e for e in entries if e.ptx and e.key <= key]
-    if ptx:
-        best = max(ptx, key=lambda e: e.key)
-        return f"compute_{best.cap.replace('.', '')} PTX (JIT-compiled at first use)"
+    if ptx := [e for e in entries if e.ptx and e.key <= key]:
+        return f"compute_{max(ptx, key=lambda e: e.key).cap.replace('.', '')} PTX (JIT-compiled at first use)"
     return None
 
 
 def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence[str],
                         detect: Callable[[], list[str]]) -> str:
-    """Turn --arch (all, native, or "8.0;9.0+PTX") into a TORCH_CUDA_ARCH_LIST for one CUDA version.
-
-    `default` is the variant file's list (for "all"), `supported` the capabilities nvcc of that
-    CUDA version builds, `detect` finds this machine's GPUs (for "native").
-    """
+    """--arch (all: `default`; native: what `detect` finds; or "8.0;9.0+PTX") as a TORCH_CUDA_ARCH_LIST of
+    CUDA `cuda`, whose nvcc builds the capabilities `supported`."""
     accepted = f"accepted: all, native, or ';'-separated from {', '.join(supported)} (append +PTX for PTX)"
     if value == "all":
         return default
@@ -117,4 +100,4 @@ def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence
         if entry.cap not in supported:
             raise UsageError(f"unknown architecture {str(entry)!r} for CUDA {cuda}; {accepted}")
     # ascending: the recipes read the lowest architecture from the front of the list
-    return format_arch_list(sorted(entries, key=lambda e: e.key))
+    return ";".join(str(e) for e in sorted(entries, key=lambda e: e.key))

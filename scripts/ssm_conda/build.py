@@ -197,12 +197,6 @@ def configure_compiler_cache(directory: Path | None) -> None:
     print(f"compiler cache: {directory} (--no-cache to build without it)")
 
 
-def print_plan(variants: Sequence[PlannedVariant]) -> None:
-    rows = [(v.package, v.cuda, v.python, v.torch, v.generation, v.archs, v.build_string) for v in variants]
-    print_table(["package", "CUDA", "Python", "torch", "generation", "archs", "build string"], rows)
-    print(f"{len(variants)} variant(s)")
-
-
 def evict_from_package_cache(name: str, version: str, build_string: str, cache: Path) -> list[Path]:
     """Forget a package about to be rebuilt under the same file name (the build string hashes variant keys
     only, so a recipe change keeps it): rattler's package cache would give the test environment the old build."""
@@ -232,7 +226,7 @@ def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels:
         reason = " ".join(str(exc).split()).removeprefix("Cannot solve the request because of: ")
         return f"cannot resolve ({', '.join(subdirs)}): {reason} Channels searched: {', '.join(channels)}"
     except Exception:  # a log of another shape, or a spec py-rattler does not parse: rattler-build's message stands
-        return None
+        pass
     return None
 
 
@@ -322,7 +316,9 @@ def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     plan_options = PlanOptions.from_args(args)
     variants = planned(plan_options)
-    print_plan(variants)
+    rows = [(v.package, v.cuda, v.python, v.torch, v.generation, v.archs, v.build_string) for v in variants]
+    print_table(["package", "CUDA", "Python", "torch", "generation", "archs", "build string"], rows)
+    print(f"{len(variants)} variant(s)")
     if plan_options.write_variants:
         write_variants(plan_options.write_variants, variants)
     return 0

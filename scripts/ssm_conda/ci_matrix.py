@@ -22,7 +22,7 @@ from pathlib import Path
 from ssm_conda import options
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import UsageError, human_duration, print_table
-from ssm_conda.matrix import PLATFORMS, Selection, VariantFile, load_variant_files, plan
+from ssm_conda.matrix import PLATFORMS, Selection, load_variant_files, plan
 from ssm_conda.paths import variants_dir
 from ssm_conda.project import PACKAGES, package
 
@@ -58,35 +58,19 @@ def jobs(directory: Path | None = None, platforms: tuple[str, ...] = PLATFORMS) 
     for platform in platforms:
         if not (files := load_variant_files(directory, platform)):
             raise UsageError(f"no variant files (*.yaml) in {directory or variants_dir()}")
-        found += platform_jobs(files, platform)
+        prefix = "" if platform == "linux-64" else f"{platform.removeprefix('linux-')}-"
+        for vfile in files:
+            planned = plan(Selection(cuda=vfile.cuda), files=[vfile], target_platform=platform)
+            packages = Counter((v.torch, v.generation) for v in planned)
+            for torch, generation in packages:  # in the plan's order
+                archs = len(parse_arch_list(vfile.generations[generation]))
+                pythons = packages[torch, generation] // len(PACKAGES)
+                cold = SETUP_S + sum(cold_seconds(p.name, archs) + (pythons - 1) * p.cached_s for p in PACKAGES)
+                cached = SETUP_S + pythons * sum(p.cached_s for p in PACKAGES)
+                found.append(Job(f"{prefix}cuda{vfile.cuda.replace('.', '')}-torch{torch}-{generation}", platform,
+                                 vfile.display_path, vfile.cuda, torch, generation, vfile.generations[generation],
+                                 packages[torch, generation], round(cold / 60), round(cached / 60)))
     return found
-
-
-def platform_jobs(files: list[VariantFile], platform: str) -> list[Job]:
-    prefix = "" if platform == "linux-64" else f"{platform.removeprefix('linux-')}-"
-    found = []
-    for vfile in files:
-        planned = plan(Selection(cuda=vfile.cuda), files=[vfile], target_platform=platform)
-        packages = Counter((v.torch, v.generation) for v in planned)
-        for torch, generation in packages:  # in the plan's order
-            archs = len(parse_arch_list(vfile.generations[generation]))
-            pythons = packages[torch, generation] // len(PACKAGES)
-            cold = SETUP_S + sum(cold_seconds(p.name, archs) + (pythons - 1) * p.cached_s for p in PACKAGES)
-            cached = SETUP_S + pythons * sum(p.cached_s for p in PACKAGES)
-            found.append(Job(f"{prefix}cuda{vfile.cuda.replace('.', '')}-torch{torch}-{generation}", platform,
-                             vfile.display_path, vfile.cuda, torch, generation, vfile.generations[generation],
-                             packages[torch, generation], round(cold / 60), round(cached / 60)))
-    return found
-
-
-def print_durations(found: list[Job]) -> None:
-    rows = [(j.name, j.packages, j.archs, human_duration(60 * j.cold_minutes), human_duration(60 * j.cached_minutes))
-            for j in found]
-    print_table(["job", "packages", "architectures", "cold (2 cores)", "from the cache"], rows)
-    longest = max(found, key=lambda j: j.cold_minutes)
-    print(f"{len(found)} jobs, {sum(j.packages for j in found)} packages; longest: {longest.name}, "
-          f"{longest.cold_minutes} min cold, {RUNNER_LIMIT_S / 60 / longest.cold_minutes:.1f}x within the 6 h "
-          f"job limit (required: {MARGIN}x)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
     if chosen.verbose:  # on stderr: stdout is the workflow's one line of JSON
         print(f"jobs of {', '.join(sorted({j.file for j in found}))} in {chosen.variants_dir}", file=sys.stderr)
     if chosen.durations:
-        print_durations(found)
+        rows = [(j.name, j.packages, j.archs, human_duration(60 * j.cold_minutes), human_duration(60 * j.cached_minutes))
+                for j in found]
+        print_table(["job", "packages", "architectures", "cold (2 cores)", "from the cache"], rows)
+        longest = max(found, key=lambda j: j.cold_minutes)
+        print(f"{len(found)} jobs, {sum(j.packages for j in found)} packages; longest: {longest.name}, "
+              f"{longest.cold_minutes} min cold, {RUNNER_LIMIT_S / 60 / longest.cold_minutes:.1f}x within the 6 h "
+              f"job limit (required: {MARGIN}x)")
     else:
         print(json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":")))
     return 0

@@ -1,6 +1,4 @@
-"""What every subcommand shares on the terminal: errors and exit codes, tables (rich; plain text, wide
-enough for paths, off a terminal), sizes and durations.
-"""
+"""What every subcommand shares on the terminal: errors and exit codes, tables, sizes and durations."""
 
 from __future__ import annotations
 
@@ -35,35 +33,28 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
     """Run a CLI entry point, turning our errors into one line on stderr and an exit status."""
     try:
         return main(argv)
-    except UsageError as exc:
+    except (UsageError, PipelineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
 
 
 def exit_without_finalizing(status: int) -> None:
-    """End a CLI that ran py-rattler or py-rattler-build: flush, then leave without finalizing.
-
-    Their Rust worker threads can outlive the work and touch Python while the interpreter
-    finalizes: build.py saw "PyGILState_Release" aborts (exit -6), and the stand-in's builder once
-    died with SIGSEGV in CI, both after a finished, reported run. Everything is written by now.
-    """
+    """End a CLI that ran py-rattler(-build) without finalizing: their Rust threads can outlive the work and
+    touch Python while the interpreter finalizes (PyGILState_Release aborts, a SIGSEGV in CI)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
 
 
 def human_size(num_bytes: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if num_bytes < 1000 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if num_bytes < 1000:
             return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
         num_bytes /= 1000
-    raise AssertionError("unreachable")
+    return f"{num_bytes:.1f} GB"
 
 
 def human_duration(seconds: float) -> str:
@@ -110,13 +101,10 @@ class Outcome:
         return self.result in ("failed", "FAIL")
 
     def row(self) -> list[str]:
-        where = os.path.relpath(self.path) if self.path else "-"
-        return [
-            self.package, self.variant, self.result,
-            human_duration(self.seconds) if self.seconds is not None else "-",
-            human_size(self.size) if self.size is not None else "-",
-            where, self.detail,
-        ]
+        duration = human_duration(self.seconds) if self.seconds is not None else "-"
+        size = human_size(self.size) if self.size is not None else "-"
+        return [self.package, self.variant, self.result, duration, size,
+                os.path.relpath(self.path) if self.path else "-", self.detail]
 
 
 SUMMARY_HEADERS = ("package", "variant", "result", "time", "size", "path", "detail")

@@ -65,12 +65,6 @@ def lower_bound(depends: Sequence[str], name: str) -> str | None:
     return next((match.group(1) for match in found if match), None)
 
 
-def describe_test(test: object) -> str:
-    """What a test of the package's test section is: its imports, or its kind (CommandsTest: the pytest run)."""
-    imports = getattr(test, "imports", None)
-    return f"python imports: {', '.join(imports)}" if imports else type(test).__name__
-
-
 class _Echo(ProgressCallback):
     """Streams rattler-build's log lines when --verbose (downloads: the protocol's no-ops)."""
 
@@ -118,7 +112,9 @@ def run_package(path: Path, test: GpuTestOptions, has_gpu: bool, outcomes: list[
         for variable, value in added.items():
             print(f"no GPU: solving with {variable}={value}")
         for index, test_section in enumerate(package.tests):
-            kind = describe_test(test_section)
+            # its imports, or its kind (CommandsTest: the pytest run)
+            imports = getattr(test_section, "imports", None)
+            kind = f"python imports: {', '.join(imports)}" if imports else type(test_section).__name__
             print(f"{path.name}: test {index} ({kind}) ...", flush=True)
             start = time.monotonic()
             try:

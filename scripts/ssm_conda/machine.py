@@ -1,7 +1,5 @@
-"""The machine's NVIDIA driver and GPUs: conda's virtual packages (`__cuda`, `__cuda_arch`, what a solve
-sees) through py-rattler, and each GPU with the driver's version from nvidia-smi. Without a driver or a
-GPU every probe answers None or [], so build machines without one work.
-"""
+"""The machine's NVIDIA driver and GPUs, from py-rattler's virtual packages and nvidia-smi. Without a driver
+or a GPU every probe answers None or [], so build machines without one work."""
 
 from __future__ import annotations
 

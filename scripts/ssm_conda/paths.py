@@ -18,9 +18,10 @@ def is_workspace(folder: Path) -> bool:
 def choose_workspace(folder: Path | None) -> None:
     """The workspace the command line names (None: found from the current directory when first needed)."""
     global _chosen
-    if folder is not None and not is_workspace(folder.expanduser().resolve()):
+    resolved = folder.expanduser().resolve() if folder is not None else None
+    if resolved is not None and not is_workspace(resolved):
         raise UsageError(f"--workspace {folder}: not a causal-conv1d-conda checkout (no recipe/*/recipe.yaml and variants/)")
-    _chosen = folder.expanduser().resolve() if folder is not None else None
+    _chosen = resolved
 
 
 def workspace() -> Path:
@@ -34,19 +35,14 @@ def workspace() -> Path:
     return found
 
 
-def recipes_dir() -> Path:
-    return workspace() / "recipe"
-
-
 def variants_dir() -> Path:
     return workspace() / "variants"
 
 
 def recipe_of(package: str) -> Path:
-    return recipes_dir() / package / "recipe.yaml"
+    return workspace() / "recipe" / package / "recipe.yaml"
 
 
 def cache_dir() -> Path:
     """Where downloads and other expensive results live, outside any clone."""
-    root = os.environ.get("SSM_CONDA_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda"
-    return Path(root)
+    return Path(os.environ.get("SSM_CONDA_CACHE") or Path.home() / ".cache" / "causal-conv1d-conda")

@@ -28,7 +28,6 @@ NAMES = tuple(p.name for p in PACKAGES)
 
 
 def package(name: str) -> Package:
-    for record in PACKAGES:
-        if record.name == name:
-            return record
+    if found := next((record for record in PACKAGES if record.name == name), None):
+        return found
     raise one_of("package", name, NAMES)

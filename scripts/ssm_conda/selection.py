@@ -1,7 +1,5 @@
-"""Which variants a command works on: the selector flags of plan, build, upload and gpu-test, the
-Selection they make, and which built packages it chooses: by name and build string as rattler-build
-renders the recipes, less the hash (which covers every variant key, a stand-in's compilers too).
-"""
+"""Which variants a command works on: the selector flags, their Selection, and the built packages it chooses
+by name and build string less the hash (which covers every variant key, a stand-in's compilers too)."""
 
 from __future__ import annotations
 
@@ -53,27 +51,22 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
 
 def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, str]], selection: Selection,
                  variants_dir: Path | None = None) -> list[T]:
-    """The built packages among `items` that are variants `selection` chooses (every item when it chooses
-    everything), read only where needed from `variants_dir` (default: the workspace's); a value the files
-    do not accept is a UsageError, from plan()."""
+    """The built packages among `items` that are variants `selection` chooses, reading `variants_dir` (default:
+    the workspace's) only where a selector names a variant."""
     items = list(items)
     if selection == Selection():  # no selector: everything (upload sends whatever the channel holds)
         return items
     if replace(selection, packages=PACKAGES) == Selection():
         return [item for item in items if name_and_build(item)[0] in selection.packages]
     wanted = {(v.package, without_hash(v.build_string)) for v in plan(selection, load_variant_files(variants_dir))}
-
-    def variant(item: T) -> tuple[str, str]:
-        name, build = name_and_build(item)
-        return name, without_hash(build)
-
-    return [item for item in items if variant(item) in wanted]
+    named = ((item, *name_and_build(item)) for item in items)
+    return [item for item, name, build in named if (name, without_hash(build)) in wanted]
 
 
 def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None,
                package: str = PACKAGES[0]) -> str:
-    """The build strings of one (CUDA, Python, torch) variant, of any of its GPU generations where
-    `generation` is None, as a glob: what rattler-build renders for the recipe, less the hash."""
+    """The build strings of one (CUDA, Python, torch) variant (any GPU generation where `generation` is None)
+    as a glob: what rattler-build renders, less the hash."""
     selection = Selection(cuda=vfile.cuda, python=python, torch=torch,
                           generations=(generation,) if generation else None, packages=(package,))
     rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
