@@ -29,17 +29,9 @@ class Advice:
     build: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.level == "warning"]
-
-    @property
-    def missing(self) -> list[str]:
-        return [f.message for f in self.findings if f.level == "missing"]
-
-    @property
-    def notes(self) -> list[str]:
-        return [f.message for f in self.findings if f.level == "note"]
+    warnings = property(lambda self: [f for f in self.findings if f.level == "warning"])
+    missing = property(lambda self: [f.message for f in self.findings if f.level == "missing"])
+    notes = property(lambda self: [f.message for f in self.findings if f.level == "note"])
 
 
 def choose_variant(facts: Facts, files: Sequence[VariantFile]) -> tuple[VariantFile | None, str]:
@@ -63,8 +55,7 @@ def choose_variant(facts: Facts, files: Sequence[VariantFile]) -> tuple[VariantF
 
 
 def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
-    """--arch for `ssm-conda build`: native when nvcc can target every GPU here, else for each GPU the newest
-    cubin that runs on it, else the newest PTX (arch_covers)."""
+    """--arch for `ssm-conda build`: native, else each GPU's newest cubin or PTX that runs on it (arch_covers)."""
     # never sm_103 with nvcc 13: it miscompiles it (upstream #105), and the sm_100 cubin runs there
     targets = sorted((a for a in vfile.arch_supported if not (major(vfile.cuda) >= 13 and a == "10.3")), key=version_key)
     if not caps:
@@ -78,17 +69,15 @@ def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
 
 def build_string_glob(channels: Sequence[str], vfile: VariantFile, python: str, torch: str,
                       generation: str | None = None) -> str:
-    """The build strings of a variant: conda-forge's scheme where it is the only channel, ours (as rattler-build
-    renders the recipe) elsewhere."""
+    """The build strings of a variant: conda-forge's scheme where it is the only channel, else ours (build_glob)."""
     if not ours(channels):  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
         return f"cuda{vfile.cuda.replace('.', '')}*py{python.replace('.', '')}*"
-    return build_glob(vfile, python, torch, generation, NAMES[0])
+    return build_glob(vfile, python, torch, generation)
 
 
 def install_commands(facts: Facts, cuda: str, build: str, channels: Sequence[str], versions: Mapping[str, str],
                      python: str, cuda_arch: str | None = None) -> list[str]:
-    """`versions`: the packages to install, each with its version. `cuda_arch`: the __cuda_arch a generation's
-    package needs, said to conda (whose plugin may be missing)."""
+    """`versions`: each package to install, its version; `cuda_arch`: told to conda, whose plugin may be missing."""
     specs = " ".join(f'"{package}={version}={build}"' for package, version in versions.items())
     # Without a driver there is no __cuda virtual package and CUDA builds of pytorch do not solve.
     override = "" if facts.driver_cuda else f"CONDA_OVERRIDE_CUDA={cuda} "
@@ -129,8 +118,7 @@ def default_package(facts: Facts) -> str:
 
 def machine_generation(facts: Facts, vfile: VariantFile, channels: Sequence[str],
                        gates: Mapping[str, Mapping[str, str | None]] | None) -> tuple[str | None, list[Finding]]:
-    """The GPU generation whose package this machine gets (matrix.generation_for over the rendered
-    recipes' gates), and what to say about it; None for conda-forge, or without GPUs or gates."""
+    """The GPU generation whose package this machine gets (generation_for), and a note; None for conda-forge, no GPU."""
     caps = facts.driver.compute_caps
     if not ours(channels) or gates is None or vfile.cuda not in gates or not caps:
         return None, []
@@ -139,27 +127,26 @@ def machine_generation(facts: Facts, vfile: VariantFile, channels: Sequence[str]
     if generation == ALL_ARCHS:
         return generation, [note("generation", f"the all-architecture build ({archs}) is this machine's: "
                                  f"{vfile.display_path} has no generation build for its oldest GPU ({caps[0]})")]
-    text = (f"the {generation} build ({archs}) is this machine's: its oldest GPU is {caps[0]} (__cuda_arch); "
-            "conda needs the nvidia-virtual-packages plugin or CONDA_OVERRIDE_CUDA_ARCH (in the command) to see it")
-    if facts.conda is not None:
-        reported = facts.conda.virtual.get("__cuda_arch")
-        text = (f"the {generation} build ({archs}) is this machine's, and conda {facts.conda.version} reports "
-                f"__cuda_arch={reported}: it takes the build of that GPU" if reported else
-                f"the {generation} build ({archs}) is this machine's (oldest GPU {caps[0]}), but conda "
-                f"{facts.conda.version} reports no __cuda_arch: it installs the all-architecture build (larger, "
-                "the same kernels) unless told (CONDA_OVERRIDE_CUDA_ARCH, in the command); `conda install -n base -c "
-                "conda-forge nvidia-virtual-packages` makes it see the GPU")
+    build = f"the {generation} build ({archs}) is this machine's"
+    reported = facts.conda.virtual.get("__cuda_arch") if facts.conda is not None else None
     if facts.env.kind == "pixi" and not facts.env.this_project:
-        text = (f"the {generation} build ({archs}) is this machine's (oldest GPU {caps[0]}): pixi takes it where the "
-                f"workspace declares the GPU (pixi 0.71+: cuda = {{ driver = \"{vfile.cuda}\", arch = \"{caps[0]}\" }} "
-                "on the platform), else the all-architecture build")
+        text = (f"{build} (oldest GPU {caps[0]}): pixi takes it where the workspace declares the GPU (pixi 0.71+: "
+                f"cuda = {{ driver = \"{vfile.cuda}\", arch = \"{caps[0]}\" }} on the platform), else the all-architecture build")
+    elif facts.conda is None:
+        text = (f"{build}: its oldest GPU is {caps[0]} (__cuda_arch); conda needs the nvidia-virtual-packages plugin or "
+                "CONDA_OVERRIDE_CUDA_ARCH (in the command) to see it")
+    elif reported:
+        text = f"{build}, and conda {facts.conda.version} reports __cuda_arch={reported}: it takes the build of that GPU"
+    else:
+        text = (f"{build} (oldest GPU {caps[0]}), but conda {facts.conda.version} reports no __cuda_arch: it installs the "
+                "all-architecture build (larger, the same kernels) unless told (CONDA_OVERRIDE_CUDA_ARCH, in the command); "
+                "`conda install -n base -c conda-forge nvidia-virtual-packages` makes it see the GPU")
     return generation, [note("generation", text)]
 
 
 def advise(facts: Facts, files: Sequence[VariantFile], versions: Mapping[str, str], channels: Sequence[str] = (DEFAULT_CHANNEL,),
            packages: Sequence[str] = (), gates: Mapping[str, Mapping[str, str | None]] | None = None) -> Advice:
-    """`versions`: each package's, as its recipe renders; `packages`: those to install (default_package's where
-    none); `gates`: per CUDA version, matrix.generation_gates of its variant file (doctor's command renders them)."""
+    """`versions`: as the recipes render; `packages`: to install (default_package's); `gates`: generation_gates per CUDA."""
     chosen = {p: versions[p] for p in NAMES if p in (packages or (default_package(facts),))}
     findings = [f for rule in MACHINE_RULES for f in rule(facts, files)]
     vfile, reason = choose_variant(facts, files)

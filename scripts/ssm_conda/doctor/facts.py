@@ -1,6 +1,5 @@
 """What the doctor knows about the machine and the target environment, and how it finds out. Gathering never
-raises for a missing piece (no driver, no torch, a crashing interpreter): the gap is recorded and the rules report it.
-"""
+raises for a missing piece (no driver, no torch, a crashing interpreter): the gap is recorded and the rules report it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 # ruff: noqa: UP031
-# Run by the doctor inside the interpreter it checks (`python -c <this text>`): that interpreter may
-# be any Python 3 with any (or a broken) torch, so this file imports nothing of ssm_conda and keeps
-# to old syntax; it catches everything on purpose (a broken torch must not take the doctor down).
-# Each finding is one `@@doctor {json}` line, flushed at once, so a crash in `import torch` still
-# leaves what came before it. The keys are the fields of the doctor's dataclasses. argv[1] is what to
-# look at, as JSON: {"import_torch": bool, "packages": [{"name", "module", "extensions"}, ...]} (ssm_conda.project).
+# Run by the doctor inside the interpreter it checks (`python -c <this text>`): any Python 3 with any (or a broken)
+# torch, so it imports nothing of ssm_conda, keeps to old syntax and catches everything (a broken torch must not take
+# the doctor down). Each finding is one `@@doctor {json}` line keyed by the doctor's dataclasses' fields, flushed at
+# once, so a crash still leaves what came before it. argv[1], as JSON: {"import_torch": bool, "packages": [{"name",
+# "module", "extensions"}, ...]} (ssm_conda.project).
 import importlib.util
 import json
 import os

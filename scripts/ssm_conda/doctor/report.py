@@ -38,9 +38,8 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
     rows = [("NVIDIA driver", f"{driver.version or '?'} (supports CUDA {driver.cuda or '?'})" if found else "not found")]
     if facts.conda_override_cuda:
         rows.append(("CONDA_OVERRIDE_CUDA", facts.conda_override_cuda))
-    rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in driver.gpus]
-    if not driver.gpus:
-        rows.append(("GPU", "none visible"))
+    rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in driver.gpus] or [
+        ("GPU", "none visible")]
     return [
         *rows,
         ("Platform", facts.platform),

@@ -1,6 +1,5 @@
-"""The doctor's advice as independent rules: each looks at the facts (machine rules also at the variant
-files, target rules at the variant chosen, Target) and returns Findings. Rules neither probe nor depend on each other.
-"""
+"""The doctor's advice as independent rules: each looks at the facts (and the variant files, or the Target) and returns
+Findings; rules neither probe nor depend on each other."""
 
 from __future__ import annotations
 
@@ -17,8 +16,6 @@ from ssm_conda.machine import MIN_DRIVER_FOR_MAJOR
 from ssm_conda.matrix import VariantFile
 from ssm_conda.project import PACKAGES
 from ssm_conda.selection import build_glob
-
-CONDA_FORGE = "conda-forge"
 
 
 @dataclass(frozen=True)
@@ -44,16 +41,12 @@ class Target:  # the variant the doctor recommends, and the Python and torch min
 
 def ours(channels: Sequence[str]) -> list[str]:
     """The channels other than conda-forge: where this project's packages come from."""
-    return [c for c in channels if c != CONDA_FORGE]
+    return [c for c in channels if c != DEFAULT_CHANNEL]
 
 
 def channel_args(channels: Sequence[str]) -> str:
     """conda's -c for each of this project's channels, then conda-forge's, each one shell word."""
-    return " ".join(f"-c {shlex.quote(c)}" for c in (*ours(channels), CONDA_FORGE))
-
-
-MachineRule = Callable[[Facts, Sequence[VariantFile]], list[Finding]]
-TargetRule = Callable[[Facts, Target], list[Finding]]
+    return " ".join(f"-c {shlex.quote(c)}" for c in (*ours(channels), DEFAULT_CHANNEL))
 
 
 def probe_failed(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
@@ -144,8 +137,7 @@ def extension_import_failed(facts: Facts, files: Sequence[VariantFile]) -> list[
 
 
 def ssm_version_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    """mamba-ssm 2.3 imports causal_conv1d.cpp_functions (causal-conv1d >= 1.7), older mamba-ssm calls
-    causal_conv1d_cuda with the signature that 1.7 changed."""
+    """mamba-ssm 2.3 needs causal-conv1d >= 1.7, an older mamba-ssm the causal_conv1d_cuda signature 1.7 changed."""
     mamba, conv = facts.interpreter.mamba_ssm, facts.interpreter.causal_conv1d
     if mamba is None or conv is None:
         return []
@@ -177,7 +169,7 @@ def mamba_without_causal_conv1d(facts: Facts, files: Sequence[VariantFile]) -> l
                  "brings it)")]
 
 
-MACHINE_RULES: tuple[MachineRule, ...] = (
+MACHINE_RULES: tuple[Callable[[Facts, Sequence[VariantFile]], list[Finding]], ...] = (
     probe_failed, driver_missing, torch_unusable, own_project_env, no_variant_files, torch_cuda_not_packaged,
     installed_package, extension_import_failed, ssm_version_mismatch, mamba_without_causal_conv1d,
 )
@@ -283,7 +275,7 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
                     f'"causal-conv1d=*={build}"`')]
 
 
-TARGET_RULES: tuple[TargetRule, ...] = (
+TARGET_RULES: tuple[Callable[[Facts, Target], list[Finding]], ...] = (
     driver_too_old, python_not_packaged, torch_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13,
     sm103_pip_build, ssm_torch_mismatch,
 )
