@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -23,13 +22,9 @@ from ssm_conda.upload.archives import LocalPackage, repodata_filenames
 from ssm_conda.upload.targets import HTTP_TIMEOUT_S, Target, http_url, mask, one_line, option, register_secret
 
 
-@dataclass(frozen=True, kw_only=True)
-class S3Target(Target):
-    name = "s3"
-    help = ("an S3 bucket, indexed after the upload: the AWS credential chain (AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY, "
-            "AWS_PROFILE, ...)")
-    server = "S3"
-    env_var = "AWS_ACCESS_KEY_ID"
+class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID",
+               help="an S3 bucket, indexed after the upload: the AWS credential chain (AWS_ACCESS_KEY_ID + "
+                    "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...)"):
 
     to: str = option("the bucket and path to upload to", metavar="s3://BUCKET/PATH")
     endpoint_url: str | None = option("S3 endpoint (default: AWS for --region)", None, type=http_url)
@@ -48,21 +43,18 @@ class S3Target(Target):
         return urlparse(self.to).netloc
 
     @property
-    def path(self) -> str:
-        return urlparse(self.to).path.strip("/")
-
-    @property
     def endpoint(self) -> str:
         return self.endpoint_url or f"https://s3.{self.region}.amazonaws.com"
 
     def channel(self) -> str:
-        return f"s3://{self.bucket}/{self.path}".rstrip("/")
+        return f"s3://{self.bucket}/{self.object_key()}".rstrip("/")
 
     def channel_display(self) -> str:
         return mask(self.channel() + (f" (endpoint {self.endpoint})" if self.endpoint_url else ""))
 
-    def object_key(self, subdir: str, filename: str) -> str:
-        return "/".join(p for p in (self.path, subdir, filename) if p)
+    def object_key(self, *parts: str) -> str:
+        """The key of PATH/PARTS in the bucket (PATH alone without parts)."""
+        return "/".join(p for p in (urlparse(self.to).path.strip("/"), *parts) if p)
 
     def find_credential(self) -> str | None:
         found = boto3.Session().get_credentials()

@@ -1,10 +1,6 @@
-"""Upload destinations served over HTTP, one frozen dataclass per server, uploading through py-rattler-build: where
-packages go, where the repodata is read, which key it takes, how to log in (S3: s3.py). Its `option` fields are
-its command line and environment, resolved once by options.resolve.
-
-Credentials: a key from the environment, or rattler's auth storage ($RATTLER_AUTH_FILE, the keyring,
-~/.rattler/credentials.json, ~/.netrc: what `rattler-build auth login` and `pixi auth login` write), which
-rattler reads itself and we never parse; never from options. Every value we see is masked in all output.
+"""Upload destinations served over HTTP, one frozen dataclass per server uploading through py-rattler-build (S3: s3.py),
+its `option` fields its command line and environment, resolved once by options.resolve. Credentials come from the
+environment or rattler's auth storage (`rattler-build auth login`), never from options; every value we see is masked.
 """
 
 from __future__ import annotations
@@ -15,7 +11,7 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import MISSING, dataclass, field
-from typing import Any
+from typing import Any, dataclass_transform
 from urllib.parse import quote, urlparse
 
 import rattler_build
@@ -25,11 +21,9 @@ from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
-TRUSTED_PUBLISHING = "trusted publishing (GitHub Actions OIDC)"
 NOT_AUTH_RE = re.compile(r"cannot reach|connect|resolve|dns|timed? ?out|unreachable|sending request|\b5\d\d\b", re.I)
 HTTP_TIMEOUT_S = 30
 _SECRETS: set[str] = set()
-AUTH_STORAGE = "rattler's auth storage ($RATTLER_AUTH_FILE, keyring, ~/.rattler/credentials.json or ~/.netrc)"
 
 
 def register_secret(value: str | None) -> str | None:
@@ -102,6 +96,7 @@ def option(help: str | None, default: Any = MISSING, env: tuple[str, ...] = (), 
     return field(default=default, metadata={"env": env, **({"cli": {"help": help, **argparse_kwargs}} if help else {})})
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field, option))
 @dataclass(frozen=True, kw_only=True)
 class Target:
     """One upload destination: `to` names it on the server (a channel, an owner, a repository, a bucket)."""
@@ -111,6 +106,14 @@ class Target:
     help = ""
     env_var = ""  # the key in the environment
     login_flag = "--token"  # of `rattler-build auth login`: the kind of credential the server takes
+    read_header = ("Authorization", "Bearer ")  # the header our reads send the key in, and its prefix (None: no key)
+
+    def __init_subclass__(cls, **names: str) -> None:
+        """A server's class keywords set the names above; its fields make it a frozen dataclass too."""
+        super().__init_subclass__()
+        for attr, value in names.items():
+            setattr(cls, attr, value)
+        dataclass(frozen=True, kw_only=True)(cls)
 
     to: str
     url: str = ""
@@ -142,7 +145,7 @@ class Target:
             self.rattler_upload([], None)
         except rattler_build.RattlerBuildError:
             return None
-        return AUTH_STORAGE
+        return "rattler's auth storage ($RATTLER_AUTH_FILE, keyring, ~/.rattler/credentials.json or ~/.netrc)"
 
     def login_command(self) -> str:
         return f"`rattler-build auth login {self.host()} {self.login_flag} TOKEN` (or `pixi auth login` likewise)"
@@ -167,7 +170,7 @@ class Target:
 
     def read_headers(self) -> dict[str, str]:
         """Our reads carry the key from the environment; rattler's client adds what its auth storage holds."""
-        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        return {self.read_header[0]: self.read_header[1] + self.key} if self.key and self.read_header else {}
 
     def served(self, subdir: str) -> dict[str, str]:
         """filename -> sha256 of what the channel's repodata lists for `subdir` ({} if none yet)."""
@@ -184,12 +187,8 @@ class Target:
         """Anything needed before the channel serves the new files (S3: indexing)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class PrefixTarget(Target):
-    name = "prefix"
-    help = "prefix.dev: $PREFIX_API_KEY, a stored BearerToken, or trusted publishing in GitHub Actions"
-    server = "prefix.dev"
-    env_var = "PREFIX_API_KEY"
+class PrefixTarget(Target, name="prefix", server="prefix.dev", env_var="PREFIX_API_KEY",
+                   help="prefix.dev: $PREFIX_API_KEY, a stored BearerToken, or trusted publishing in GitHub Actions"):
 
     to: str = option("the prefix.dev channel to upload to", metavar="CHANNEL")
     url: str = option("server URL (self-hosted instances; default: https://prefix.dev)", "https://prefix.dev", type=http_url)
@@ -214,7 +213,7 @@ class PrefixTarget(Target):
                              "with `permissions: id-token: write`")
         if self.trusted:
             register_secret(self.oidc_token)
-            return TRUSTED_PUBLISHING
+            return "trusted publishing (GitHub Actions OIDC)"
         return super().find_credential()
 
     def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
@@ -229,13 +228,9 @@ class PrefixTarget(Target):
                                                generate_attestation=self.generate_attestation)
 
 
-@dataclass(frozen=True, kw_only=True)
-class AnacondaTarget(Target):
-    name = "anaconda"
-    help = "anaconda.org: $ANACONDA_API_KEY, or a stored CondaToken for api.anaconda.org"
-    server = "anaconda.org"
-    env_var = "ANACONDA_API_KEY"
-    login_flag = "--conda-token"
+class AnacondaTarget(Target, name="anaconda", server="anaconda.org", env_var="ANACONDA_API_KEY", login_flag="--conda-token",
+                     help="anaconda.org: $ANACONDA_API_KEY, or a stored CondaToken for api.anaconda.org"):
+    read_header = None  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
 
     to: str = option("the user or organisation on anaconda.org to upload to", metavar="OWNER")
     label: str = option("channel label (default: main)", "main")
@@ -247,30 +242,20 @@ class AnacondaTarget(Target):
         owner = join("https://conda.anaconda.org", self.to)
         return self.channel_url or (owner if self.label == "main" else join(owner, "label", self.label))
 
-    def read_headers(self) -> dict[str, str]:
-        return {}  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
-
     def rattler_upload(self, files: list[str], key: str | None) -> None:
         rattler_build.upload_package_to_anaconda(files, self.to, channel=[self.label], api_key=key, url=self.url,
                                                  force=False)
 
 
-@dataclass(frozen=True, kw_only=True)
-class QuetzTarget(Target):
-    name = "quetz"
-    help = "a Quetz server: $QUETZ_API_KEY, or a stored CondaToken for its host"
-    server = "quetz"
-    env_var = "QUETZ_API_KEY"
-    login_flag = "--conda-token"
+class QuetzTarget(Target, name="quetz", server="quetz", env_var="QUETZ_API_KEY", login_flag="--conda-token",
+                  help="a Quetz server: $QUETZ_API_KEY, or a stored CondaToken for its host"):
+    read_header = ("X-API-Key", "")
 
     to: str = option("the channel on the server to upload to", metavar="CHANNEL")
     url: str = option("server URL, e.g. https://quetz.example.org", type=http_url)
 
     def channel(self) -> str:
         return join(self.url, "get", self.to)
-
-    def read_headers(self) -> dict[str, str]:
-        return {"X-API-Key": self.key} if self.key else {}
 
     def check_credential(self) -> None:
         if not self.read_headers():
@@ -285,12 +270,8 @@ class QuetzTarget(Target):
         rattler_build.upload_package_to_quetz(files, self.url, self.to, api_key=key)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ArtifactoryTarget(Target):
-    name = "artifactory"
-    help = "a JFrog Artifactory conda repository: $ARTIFACTORY_TOKEN, or a stored BearerToken or BasicHTTP entry"
-    server = "artifactory"
-    env_var = "ARTIFACTORY_TOKEN"
+class ArtifactoryTarget(Target, name="artifactory", server="artifactory", env_var="ARTIFACTORY_TOKEN", help="a JFrog "
+                        "Artifactory conda repository: $ARTIFACTORY_TOKEN, or a stored BearerToken or BasicHTTP entry"):
 
     to: str = option("the repository key to upload to", metavar="REPO")
     url: str = option("server URL, e.g. https://example.jfrog.io/artifactory", type=http_url)
