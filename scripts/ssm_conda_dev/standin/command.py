@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ssm_conda.channels import index_channel
@@ -33,7 +35,7 @@ from ssm_conda.paths import cache_dir
 from ssm_conda_dev.standin import debian
 from ssm_conda_dev.standin.catalog import CROSSENV, all_names
 from ssm_conda_dev.standin.fidelity import check_channel
-from ssm_conda_dev.standin.host import check_patchelf, discover, discover_cross, gather
+from ssm_conda_dev.standin.host import TorchChoice, WheelSource, check_patchelf, discover, discover_cross, gather
 from ssm_conda_dev.standin.packages import aarch64_standins, cross_standins, standins
 from ssm_conda_dev.standin.repack import build_channel, write_variants_file
 from ssm_conda_dev.standin.wheels import Target
@@ -83,7 +85,24 @@ def rebuild_names(values: list[str]) -> frozenset[str]:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class StandinOptions:
+    """`ssm-conda-dev standin`'s arguments and environment, checked: all that the work below sees."""
+
+    channel: Path
+    python_prefix: Path
+    cc: str | None
+    cuda: str | None
+    torch: TorchChoice
+    wheels: WheelSource
+    debian_cache: Path
+    rebuild: frozenset[str]
+    threads: int
+    target_platform: str
+
+
+def options(args: argparse.Namespace) -> StandinOptions:
+    """The options, every one checked (and patchelf found) before anything is looked for or written."""
     if args.torch_wheel and args.torch_installed:
         raise UsageError("--torch-wheel and --torch-installed exclude each other")
     if args.threads < 1:
@@ -93,13 +112,26 @@ def run(args: argparse.Namespace) -> int:
     dirs = [Path(d).expanduser() for d in args.wheel_dir]
     if missing := [d for d in dirs if not d.is_dir()]:
         raise UsageError(f"--wheel-dir {missing[0]}: no such folder")
+    torch = TorchChoice(installed=Path(args.torch_installed) if args.torch_installed else None,
+                        wheel=Path(args.torch_wheel) if args.torch_wheel else None, minor=args.torch)
+    return StandinOptions(
+        channel=(args.output_dir or default_dir()).expanduser().resolve(),
+        python_prefix=Path(args.python_prefix or sys.base_prefix), cc=args.cc, cuda=args.cuda, torch=torch,
+        wheels=WheelSource(tuple(dict.fromkeys([*dirs, wheel_cache()])), wheel_cache(), args.offline, args.verbose),
+        debian_cache=cache_dir() / "debian", rebuild=rebuild, threads=args.threads,
+        target_platform=args.target_platform)
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = options(args)
     start = time.monotonic()
-    channel = (args.output_dir or default_dir()).expanduser().resolve()
-    if args.target_platform == "linux-aarch64":
-        return run_cross(args, channel, rebuild, start)
-    machine = discover(args, [*dirs, wheel_cache()], wheel_cache())  # every input checked before anything is written
-    outcomes = build_channel(standins(machine), machine.py_ver, channel, args.threads,
-                             lambda msg: print(msg, flush=True), rebuild, args.verbose)
+    if opts.target_platform == "linux-aarch64":
+        return run_cross(opts, start)
+    # every input checked before anything is written
+    machine = discover(opts.python_prefix, opts.cc, opts.torch, opts.cuda, opts.wheels)
+    channel = opts.channel
+    outcomes = build_channel(standins(machine), machine.py_ver, channel, opts.threads,
+                             lambda msg: print(msg, flush=True), opts.rebuild, opts.wheels.verbose)
     variants_file = write_variants_file(channel, machine)
     index_channel(channel, force=True)
     total = sum(p.stat().st_size for p in channel.glob("*/*.conda"))
@@ -115,24 +147,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_cross(args: argparse.Namespace, channel: Path, rebuild: frozenset[str], start: float) -> int:
+def run_cross(opts: StandinOptions, start: float) -> int:
     """The linux-aarch64 additions to a channel: Debian's packages (cached under the cache's debian/)
     and the aarch64 wheels, every input found before anything is written."""
-    debs = debian.fetch(cache_dir() / "debian", offline=args.offline)
+    channel = opts.channel
+    debs = debian.fetch(opts.debian_cache, offline=opts.wheels.offline)
     py_ver = debs.py_ver
     if not list((channel / "linux-64").glob(f"python-{py_ver}.*.conda")):
         raise UsageError(f"{channel} has no linux-64 python {py_ver}, which cross-compiling runs: build the channel "
                          f"for it first (ssm-conda-dev standin --python-prefix <a CPython {py_ver}>)")
     build_python = Target(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
-    dirs = [*(Path(d).expanduser() for d in args.wheel_dir), wheel_cache()]
-    crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], dirs, wheel_cache(), build_python,
-                      args.offline, args.verbose)["crossenv"]
-    machine = discover_cross(args, debs, dirs, wheel_cache())
-    todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(machine)]
-    outcomes = build_channel(todo, py_ver, channel, args.threads, lambda msg: print(msg, flush=True), rebuild,
-                             args.verbose)
+    crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], opts.wheels,
+                      build_python)["crossenv"]
+    aarch64 = discover_cross(debs, opts.torch, opts.cuda, opts.wheels)
+    todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(aarch64)]
+    outcomes = build_channel(todo, py_ver, channel, opts.threads, lambda msg: print(msg, flush=True), opts.rebuild,
+                             opts.wheels.verbose)
     index_channel(channel, force=True)
     print_summary(outcomes, title=f"stand-in packages for cross-compiling to linux-aarch64 (python {py_ver})")
-    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for linux-aarch64, pytorch {machine.torch_version} "
-          f"(CUDA {machine.cuda_mm}), {human_duration(time.monotonic() - start)})")
+    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for linux-aarch64, pytorch {aarch64.torch_version} "
+          f"(CUDA {aarch64.cuda_mm}), {human_duration(time.monotonic() - start)})")
     return 0

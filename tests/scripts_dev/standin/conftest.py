@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import zipfile
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from ssm_conda_dev.standin import catalog
 from ssm_conda_dev.standin.debian import DebianPackages
-from ssm_conda_dev.standin.host import Machine
+from ssm_conda_dev.standin.host import Machine, TargetWheels
 from ssm_conda_dev.standin.packages import StandIn, cross_standins
 from ssm_conda_dev.standin.wheels import Target, Wheel
 
@@ -49,9 +50,11 @@ def make_wheel(directory: Path, filename: str, requires: tuple[str, ...] = (), r
 def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
     torch = make_wheel(wheels, f"torch-2.14.1-cp{py_ver.replace('.', '')}-cp{py_ver.replace('.', '')}-manylinux_2_28_x86_64.whl",
                        TORCH_REQUIRES)
-    m = Machine(Path("/p"), f"{py_ver}.7", py_ver, "13.0", "/usr/bin/gcc-12",
-                "/usr/bin/g++-12", "12.2.0", "2.36", ["/lib/libc.so.6"], ["/lib/libgcc_s.so.1"],
-                ["/lib/libstdc++.so.6"], "wheel", torch, "2.14.1", companions={"triton": "~=3.8.0"})
+    m = Machine(python_prefix=Path("/p"), python_version=f"{py_ver}.7", py_ver=py_ver, cuda_mm="13.0",
+                cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_version="2.36",
+                glibc_libs=["/lib/libc.so.6"], libgcc_libs=["/lib/libgcc_s.so.1"], libstdcxx_libs=["/lib/libstdc++.so.6"],
+                torch_kind="wheel", torch_src=torch, torch_version="2.14.1", companions={"triton": "~=3.8.0"},
+                wheels={}, nvidia={}, toolkit={})
     tag = f"cp{py_ver.replace('.', '')}"
     for name in catalog.NOARCH_WHEELS:
         scripts = SCRIPTS.get(name, ())
@@ -97,8 +100,8 @@ def fake_cross_standins(tmp_path) -> list[StandIn]:
 
 
 @pytest.fixture
-def fake_aarch64_machine(tmp_path) -> Machine:
+def fake_aarch64_machine(tmp_path) -> TargetWheels:
     """A made-up cross target: linux-aarch64's wheels and Debian's CPython 3.11."""
     m = machine(tmp_path / "wheels-aarch64")
-    m.platform, m.python_version = "linux-aarch64", "3.11.2"
-    return m
+    given = {f.name: getattr(m, f.name) for f in fields(TargetWheels)}
+    return TargetWheels(**{**given, "platform": "linux-aarch64", "python_version": "3.11.2"})

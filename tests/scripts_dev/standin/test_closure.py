@@ -73,8 +73,8 @@ def test_real_wheels_close_the_tree(py_ver, request):
         pytest.skip(f"no torch {TORCH} wheel for {target.tag} in {', '.join(map(str, WHEEL_DIRS))}")
     companions = host.torch_companions("wheel", torch.path, target)
     try:
-        wheels = host.gather(host.wanted_wheels(companions), WHEEL_DIRS, wheel_cache(), target, offline=True,
-                             verbose=False)
+        wheels = host.gather(host.wanted_wheels(companions), host.WheelSource(tuple(WHEEL_DIRS), wheel_cache(), offline=True),
+                             target)
     except UsageError as exc:
         pytest.skip(str(exc))
     repacked = {conda: wheel for conda, wheel in wheels.items() if conda not in catalog.TOOL_WHEELS}

