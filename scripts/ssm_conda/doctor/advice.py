@@ -67,14 +67,6 @@ def build_arch_arg(caps: Sequence[str], vfile: VariantFile) -> str:
     return ";".join(sorted(chosen, key=version_key)) or "all"
 
 
-def build_string_glob(channels: Sequence[str], vfile: VariantFile, python: str, torch: str,
-                      generation: str | None = None) -> str:
-    """The build strings of a variant: conda-forge's scheme where it is the only channel, else ours (build_glob)."""
-    if not ours(channels):  # conda-forge's builds are cuda130py312h<hash>_<n>, one pytorch pin per release
-        return f"cuda{vfile.cuda.replace('.', '')}*py{python.replace('.', '')}*"
-    return build_glob(vfile, python, torch, generation)
-
-
 def install_commands(facts: Facts, cuda: str, build: str, channels: Sequence[str], versions: Mapping[str, str],
                      python: str, cuda_arch: str | None = None) -> list[str]:
     """`versions`: each package to install, its version; `cuda_arch`: told to conda, whose plugin may be missing."""
@@ -160,7 +152,9 @@ def advise(facts: Facts, files: Sequence[VariantFile], versions: Mapping[str, st
     generation, generation_notes = machine_generation(facts, vfile, channels, gates)
     findings += generation_notes
     pinned = generation if generation and not (facts.env.kind == "pixi" and not facts.env.this_project) else None
-    build_string = build_string_glob(channels, vfile, target.python, target.torch, pinned)
+    # conda-forge's builds, where it is the only channel, are cuda130py312h<hash>_<n>, one pytorch pin per release
+    build_string = (build_glob(vfile, target.python, target.torch, pinned) if ours(channels)
+                    else f"cuda{vfile.cuda.replace('.', '')}*py{target.python.replace('.', '')}*")
     findings += channel_notes(channels, chosen, build_string, packaged)
     arch_arg = build_arch_arg(facts.driver.compute_caps, vfile)
     archs = (f"--generation {generation}" if generation and generation != ALL_ARCHS
