@@ -12,7 +12,6 @@ from ssm_conda.console import UsageError
 
 ENTRY_RE = re.compile(r"(\d+)\.(\d+)(\+PTX)?")
 SEPARATORS_RE = re.compile(r"[;,\s]+")
-EXAMPLE = "'8.0;9.0+PTX'"
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -24,7 +23,7 @@ class ArchListError(ValueError):
     """An entry of an architecture list that is not X.Y or X.Y+PTX."""
 
     def __init__(self, entry: str) -> None:
-        super().__init__(f"architecture {entry!r} is not X.Y or X.Y+PTX (e.g. {EXAMPLE})")
+        super().__init__(f"architecture {entry!r} is not X.Y or X.Y+PTX (e.g. '8.0;9.0+PTX')")
         self.entry = entry
 
 

@@ -3,11 +3,8 @@
     ssm-conda plan [selectors]    # the matrix, rendered, nothing built
     ssm-conda build [selectors]   # build the selected variants into --output-dir
 
-Selectors: --cuda (a file in variants/), --python and --torch (any X.Y: values outside the
-variant files are overrides), --generation, --arch (all = the variant file's list, native = the GPUs here,
-or "8.0;9.0+PTX": that package installs only where the oldest GPU has the major architecture of its lowest
-entry). The CUDA version of the variant stands in for the driver's (CONDA_OVERRIDE_CUDA) unless you set
-it, so a machine without a driver, or with an older one, still solves.
+Selectors (below) outside the variant files are overrides. The CUDA version of the variant stands in for the
+driver's (CONDA_OVERRIDE_CUDA) unless you set it, so a machine without a driver, or with an older one, still solves.
 """
 
 from __future__ import annotations
@@ -61,8 +58,7 @@ def with_needs(selection: Selection) -> Selection:
 
 def skip_present_needs(variants: list[PlannedVariant], requested: Sequence[str], output_dir: Path) -> list[PlannedVariant]:
     """Drop the variants of packages that were not asked for but that the output channel has already."""
-    return [v for v in variants if v.package in requested
-            or not list(output_dir.glob(f"*/{v.package}-*-{v.build_string}.conda"))]
+    return [v for v in variants if v.package in requested or not list(output_dir.glob(f"*/{v.package}-*-{v.build_string}.conda"))]
 
 
 def add_plan_options(parser: argparse.ArgumentParser, package_help: str, channel_use: str) -> None:
@@ -287,9 +283,11 @@ def planned(options: PlanOptions, selection: Selection | None = None) -> list[Pl
     return variants
 
 
-def variants_yaml(variants: Sequence[PlannedVariant]) -> str:
+def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
     """A variants file that renders exactly these variants (`conda build -m`, `rattler-build build -m`):
     the keys that differ between them zipped together, the rest single values."""
+    if path.is_dir() or not path.parent.is_dir():
+        raise UsageError(f"--write-variants {path}: name a file in an existing folder")
     configs: list[dict[str, str]] = []
     for variant in variants:  # the variant keys the recipe uses, less the virtual and the machine's
         config = {k: v[0] for k, v in sorted(variant.config.items()) if not k.startswith("__") and k != "build_platform"}
@@ -301,14 +299,8 @@ def variants_yaml(variants: Sequence[PlannedVariant]) -> str:
     data: dict[str, object] = {k: values[k] if k in varying else values[k][:1] for k in keys}
     if varying:
         data["zip_keys"] = [varying]
-    return yaml.safe_dump(data, sort_keys=False)
-
-
-def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
-    if path.is_dir() or not path.parent.is_dir():
-        raise UsageError(f"--write-variants {path}: name a file in an existing folder")
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(variants_yaml(variants))
+    partial.write_text(yaml.safe_dump(data, sort_keys=False))
     partial.replace(path)  # never half a file under the name
     print(f"wrote {path} ({len(variants)} variant(s)): conda build recipe/PACKAGE -m {path}, or rattler-build build -m")
 

@@ -56,8 +56,7 @@ def normalise_channel(channel: str) -> str:
     if parsed.scheme in ("http", "https") and parsed.netloc:
         return channel
     if parsed.scheme == "file":
-        path = Path(url2pathname(parsed.path))
-        if not path.is_dir():
+        if not (path := Path(url2pathname(parsed.path))).is_dir():
             raise UsageError(f"channel {channel!r}: {path} is not a directory")
         return channel
     if Path(channel).expanduser().is_dir():
@@ -84,9 +83,8 @@ def rattler_client(headers: dict[str, str] | None = None) -> Client:
 
 def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = None,
                    cache: Path | None = None) -> SparseRepoData | None:
-    """One subdir's repodata as py-rattler reads it (rattler's auth storage, keyring included, and
-    `headers` authenticate the request); None when the channel has no such subdir. Fetched afresh,
-    unless `cache` names a directory to reuse it from."""
+    """One subdir's repodata (rattler's auth storage and `headers` authenticate), fetched afresh unless `cache`
+    names a directory to reuse; None when the channel has no such subdir."""
     from rattler import Channel, Subdir, fetch_repo_data
     from rattler.networking import FetchRepoDataOptions
 
@@ -107,8 +105,7 @@ def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = N
 
 
 def channel_repodata(channels: Sequence[str], subdirs: Sequence[str]) -> list[SparseRepoData]:
-    """The repodata of each channel's subdirs, each read once; a channel that has none of them is an error
-    (a UsageError for a local folder)."""
+    """The repodata of each channel's subdirs, each read once; a channel that has none of them is an error."""
     found = []
     for channel in channels:
         answered = [r for r in (fetch_repodata(channel, subdir) for subdir in subdirs) if r is not None]

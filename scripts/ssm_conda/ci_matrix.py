@@ -3,11 +3,7 @@ causal-conv1d, then mamba-ssm, for every Python of its file, so that every Pytho
 compiles from the job's compiler cache. linux-aarch64's jobs cross-compile on the linux-64 runners.
 
     ssm-conda ci-matrix              # one line, {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
-    ssm-conda ci-matrix --durations  # each job's expected time, cold and from the last run's cache
-
-The times come from figures measured on 2 cores, an upper bound on more: the longest source compiles
-its architectures with NVCC_THREADS = cores / MAX_JOBS threads, so 4 cores speed a multi-architecture
-build up by at most 2 and a one-architecture generation hardly at all.
+    ssm-conda ci-matrix --durations  # each job's expected time (2 cores, an upper bound on more: docs/ci.md)
 """
 
 from __future__ import annotations

@@ -74,8 +74,7 @@ def build_parser(argv: Sequence[str] = (), tool: Tool = SSM_CONDA) -> argparse.A
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = next((a for a in argv if any(c.name == a for c in tool.commands)), None)
     for command in tool.commands:
-        child = sub.add_parser(command.name, help=command.help,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        child = sub.add_parser(command.name, help=command.help, formatter_class=argparse.RawDescriptionHelpFormatter)
         # SUPPRESS: a -v given before the command name is not reset by the subcommand's default
         _common(child, suppress=True)
         child.set_defaults(_command=command)

@@ -4,11 +4,10 @@
     ssm-conda gpu-test output/ --cuda 13.0 --generation sm90 --package mamba-ssm   # the selectors of build
     ssm-conda gpu-test FILE.conda --channel conda-forge --channel ./extra-channel
 
-Each test runs in a fresh environment solved from --channel (default conda-forge): the imports, then
-the package's pytest run (kernels against the reference implementations, architecture coverage).
-A GPU is required: without one the command refuses to start, and a run whose GPU tests were skipped
-counts as failed (the tests see no environment variable of ours, so they require the GPU wherever
-the driver reports one). --allow-no-gpu runs what needs no GPU, e.g. on a build machine.
+Each test (the imports, then the package's pytest run) runs in a fresh environment. A GPU is required: without
+one the command refuses to start, and a run whose GPU tests were skipped counts as failed (the tests see no
+environment variable of ours, so they require the GPU wherever the driver reports one). --allow-no-gpu runs
+what needs no GPU, e.g. on a build machine.
 
 Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped, or none ran), 2 bad input (a damaged archive too).
 """
@@ -137,8 +136,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
                         help=".conda files, or channel folders (e.g. output/) holding causal-conv1d or mamba-ssm packages")
     options.add_channels(parser, "a channel to solve the test environments from")
-    parser.add_argument("--allow-no-gpu", action="store_true",
-                        help="run without a GPU: GPU tests skip instead of failing")
+    parser.add_argument("--allow-no-gpu", action="store_true", help="run without a GPU: GPU tests skip instead of failing")
     parser.add_argument("--log-dir", type=Path, metavar="DIR", help="write each test's full output here")
     add_selector_arguments(parser, "test only this package (repeatable; default: every one)")
     options.add_variants_dir(parser)

@@ -120,9 +120,8 @@ def detect_compute_capabilities() -> list[str]:
 
 @contextmanager
 def virtual_package_overrides(cuda: str | None, cuda_arch: str | None) -> Iterator[dict[str, str]]:
-    """CONDA_OVERRIDE_CUDA and CONDA_OVERRIDE_CUDA_ARCH while a solve runs, each unless it is set or None;
-    yields what it set, and unsets it afterwards. CUDA builds of pytorch need __cuda and a generation
-    package __cuda_arch, which a machine without a driver or GPU, or with other ones, lacks."""
+    """CONDA_OVERRIDE_CUDA(_ARCH) while a solve runs, each unless set or None (yields what it set): CUDA builds
+    of pytorch need __cuda and a generation package __cuda_arch, which a machine may lack."""
     wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": cuda_arch}
     added = {name: value for name, value in wanted.items() if value is not None and name not in os.environ}
     os.environ.update(added)

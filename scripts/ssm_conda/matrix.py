@@ -1,7 +1,5 @@
-"""The variant matrix: variants/*.yaml (its only source), one file per CUDA version, read, selected and
-rendered by rattler-build itself (for the target platform), so the lists, build strings and hashes
-shown are the ones a build produces.
-"""
+"""The variant matrix: variants/*.yaml, one file per CUDA version, read, selected and rendered by rattler-build
+itself, so the lists, build strings and hashes shown are the ones a build produces."""
 
 from __future__ import annotations
 
@@ -104,8 +102,7 @@ def variant_file_problem(vfile: VariantFile) -> str | None:
 
 
 def read_variant_file(path: Path, target_platform: str = TARGET_PLATFORM) -> VariantFile:
-    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied); one it
-    cannot read, or without what the tooling reads, is a UsageError naming it."""
+    """A variants/ file as rattler-build reads it for target_platform (its if/then selectors applied), checked."""
     try:
         config = VariantConfig.from_file_with_context(path, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))
     except Exception as exc:  # noqa: BLE001 - rattler-build's PyVariantError
@@ -243,8 +240,7 @@ def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_confi
 
 def generation_gates(vfile: VariantFile, package: str = PACKAGES[0],
                      target_platform: str = TARGET_PLATFORM) -> dict[str, str | None]:
-    """gpu_generation -> the __cuda_arch requirement its package carries, as rendered for this file (read for
-    target_platform); None for the all-architecture package, which has none."""
+    """gpu_generation -> the __cuda_arch requirement its package carries (None for the all-architecture one)."""
     selection = Selection(cuda=vfile.cuda, python=vfile.pythons[-1], torch=vfile.torches[-1], packages=(package,))
     return {v.generation: next((r for r in v.rendered.recipe.requirements.run if r.startswith("__cuda_arch ")), None)
             for v in plan(selection, files=[vfile], target_platform=target_platform)}

@@ -4,6 +4,7 @@ sha256 the local repodata lists. A foreign file stops the run; one bad archive: 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ def repodata_filenames(repodata: dict[str, Any]) -> dict[str, str]:
     return {name: str(rec.get("sha256", "")) for name, rec in records.items()}
 
 
-def local_packages(output_dir: Path, variants_dir: Path | None = None) -> list[LocalPackage]:
+def select_packages(output_dir: Path, selection: Selection, variants_dir: Path | None = None) -> list[LocalPackage]:
+    """The packages of `output_dir` the selectors choose (each refused unless recipe/ builds it)."""
     output_dir = output_dir.resolve()
     if not output_dir.is_dir():
         raise UsageError(f"output channel {output_dir} does not exist (build first, or pass --output-dir)")
@@ -55,7 +57,12 @@ def local_packages(output_dir: Path, variants_dir: Path | None = None) -> list[L
         raise UsageError(f"no .conda or .tar.bz2 packages in {output_dir}")
     for path in paths:
         refuse_foreign(path, output_dir, variants_dir)
-    return [LocalPackage(path=p, subdir=p.parent.name, size=p.stat().st_size) for p in paths]
+    packages = [LocalPackage(path=p, subdir=p.parent.name, size=p.stat().st_size) for p in paths]
+    chosen = choose_built(packages, lambda p: p.name_and_build, selection, variants_dir)  # as rattler-build renders them
+    if not chosen:
+        shown = ", ".join(p.filename for p in packages[:6]) + (" ..." if len(packages) > 6 else "")
+        raise UsageError(f"no package in {output_dir} matches the selectors; found: {shown}")
+    return chosen
 
 
 @functools.cache
@@ -77,15 +84,6 @@ def refuse_foreign(path: Path, output_dir: Path, variants_dir: Path | None) -> N
     if without_hash(path.name.removesuffix(".conda").removesuffix(".tar.bz2")) not in rendered(path.parent.name, variants_dir):
         raise UsageError(f"{shown}: not a build variants/ renders for {path.parent.name} (an --arch build, or a variant "
                          f"or version no longer listed); move it out of {output_dir}")
-
-
-def select_packages(output_dir: Path, selection: Selection, variants_dir: Path | None = None) -> list[LocalPackage]:
-    packages = local_packages(output_dir, variants_dir)
-    chosen = choose_built(packages, lambda p: p.name_and_build, selection, variants_dir)  # as rattler-build renders them
-    if not chosen:
-        shown = ", ".join(p.filename for p in packages[:6]) + (" ..." if len(packages) > 6 else "")
-        raise UsageError(f"no package in {output_dir} matches the selectors; found: {shown}")
-    return chosen
 
 
 def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
@@ -113,13 +111,11 @@ def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
 def check_all(packages: list[LocalPackage], output_dir: Path) -> list[LocalPackage]:
     """Check every package against its subdir's local repodata, if indexed; returns the invalid ones."""
     indexed: dict[str, dict[str, str]] = {}  # subdir -> filename -> sha256
+    for subdir in {p.subdir for p in packages}:
+        with contextlib.suppress(OSError, ValueError):  # not indexed: {}
+            indexed[subdir] = repodata_filenames(json.loads((output_dir / subdir / "repodata.json").read_text()))
     for pkg in packages:
-        if pkg.subdir not in indexed:
-            try:
-                indexed[pkg.subdir] = repodata_filenames(json.loads((output_dir / pkg.subdir / "repodata.json").read_text()))
-            except (OSError, ValueError):
-                indexed[pkg.subdir] = {}
-        check_package(pkg, indexed[pkg.subdir])
+        check_package(pkg, indexed.get(pkg.subdir, {}))
     return [p for p in packages if p.problem]
 
 
