@@ -35,7 +35,7 @@ from ssm_conda.paths import cache_dir
 from ssm_conda_dev.standin import debian
 from ssm_conda_dev.standin.catalog import CROSSENV, all_names
 from ssm_conda_dev.standin.fidelity import check_channel
-from ssm_conda_dev.standin.host import TorchChoice, WheelSource, check_patchelf, discover, discover_cross, gather
+from ssm_conda_dev.standin.host import TorchChoice, WheelSource, check_patchelf, discover, gather, target_wheels
 from ssm_conda_dev.standin.packages import aarch64_standins, cross_standins, standins
 from ssm_conda_dev.standin.repack import build_channel, write_variants_file
 from ssm_conda_dev.standin.wheels import Target
@@ -130,13 +130,13 @@ def run(args: argparse.Namespace) -> int:
     # every input checked before anything is written
     machine = discover(opts.python_prefix, opts.cc, opts.torch, opts.cuda, opts.wheels)
     channel = opts.channel
-    outcomes = build_channel(standins(machine), machine.py_ver, channel, opts.threads,
+    outcomes = build_channel(standins(machine), machine.target.py_ver, channel, opts.threads,
                              lambda msg: print(msg, flush=True), opts.rebuild, opts.wheels.verbose)
     variants_file = write_variants_file(channel, machine)
     index_channel(channel, force=True)
     total = sum(p.stat().st_size for p in channel.glob("*/*.conda"))
-    print_summary(outcomes, title=f"stand-in packages for python {machine.py_ver}")
-    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for python {machine.py_ver}, "
+    print_summary(outcomes, title=f"stand-in packages for python {machine.target.py_ver}")
+    print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for python {machine.target.py_ver}, "
           f"{human_size(total)} in all, {human_duration(time.monotonic() - start)})")
     print(f"variant overrides: {variants_file} (merge over the variant file: compilers and glibc are the machine's)")
     if problems := check_channel(channel):
@@ -159,7 +159,9 @@ def run_cross(opts: StandinOptions, start: float) -> int:
     build_python = Target(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
     crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], opts.wheels,
                       build_python)["crossenv"]
-    aarch64 = discover_cross(debs, opts.torch, opts.cuda, opts.wheels)
+    # Debian's CPython and the aarch64 wheels of torch, its companions, NVIDIA's CUDA libraries and toolkit
+    aarch64 = target_wheels(opts.torch, opts.cuda, opts.wheels,
+                            Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64"))
     todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(aarch64)]
     outcomes = build_channel(todo, py_ver, channel, opts.threads, lambda msg: print(msg, flush=True), opts.rebuild,
                              opts.wheels.verbose)

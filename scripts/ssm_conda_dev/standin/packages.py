@@ -55,15 +55,15 @@ def standins(m: Machine) -> list[StandIn]:
     """Every stand-in package, in build order (each solves against the ones before it): the machine's
     own python, compilers, glibc and CUDA toolkit; then wheels: tools, pure-Python and binary
     packages, NVIDIA's libraries; pytorch last."""
-    cuda = cuda_context(m)
-    gcc = m.gcc_version
+    cuda, gcc, py_ver = cuda_context(m), m.gcc_version, m.target.py_ver
     out = [
-        StandIn("python", "python.yaml", {"version": m.python_version, "src_prefix": str(m.python_prefix), "py_ver": m.py_ver}),
-        StandIn("python_abi", "python_abi.yaml", {"py_ver": m.py_ver}),
+        StandIn("python", "python.yaml", {"version": m.target.python_full_version, "src_prefix": str(m.python_prefix),
+                                          "py_ver": py_ver}),
+        StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver}),
         StandIn("libgcc", "runtime_lib.yaml", {"name": "libgcc", "version": gcc, "libs": " ".join(m.libgcc_libs)}),
         StandIn("libstdcxx", "runtime_lib.yaml", {"name": "libstdcxx", "version": gcc, "libs": " ".join(m.libstdcxx_libs)},
                 run=[f"libgcc =={gcc}"]),
-        StandIn("sysroot_linux-64", "sysroot_linux-64.yaml", {"version": m.glibc_version, "glibc_libs": " ".join(m.glibc_libs)}),
+        StandIn("sysroot_linux-64", "sysroot_linux-64.yaml", {"version": m.target.glibc, "glibc_libs": " ".join(m.glibc_libs)}),
         *compiler_standins("linux-64", gcc, f"cc={m.cc} gcc={m.cc} cpp={m.cc.replace('gcc', 'cpp')}",
                            f"c++={m.cxx} g++={m.cxx}"),
         StandIn("cuda-version", "cuda-version.yaml", dict(cuda)),
@@ -82,17 +82,17 @@ def standins(m: Machine) -> list[StandIn]:
 
 
 def aarch64_standins(m: TargetWheels) -> list[StandIn]:
-    """A cross build's linux-aarch64 side, from `m` (host.discover_cross): the sbsa CUDA packages, the
+    """A cross build's linux-aarch64 side, from `m` (host.target_wheels): the sbsa CUDA packages, the
     build machine's cuda-nvcc_linux-aarch64, the binary wheels, NVIDIA's libraries and pytorch."""
-    return [*(cuda_standin(m, package) for package in cuda_packages(m.platform)),
+    return [*(cuda_standin(m, package) for package in cuda_packages(m.target.platform)),
             StandIn("arm-variant", "arm-variant.yaml", {"variant": "sbsa"}),
             nvcc_standin(m, ["arm-variant * sbsa"]), *wheel_standins(m), *torch_standins(m)]
 
 
 def nvcc_standin(m: TargetWheels, run: list[str]) -> StandIn:
     """cuda-nvcc_<target>, a package of the build machine: the activation over the target's headers."""
-    sub = m.platform
-    glibc = ".".join(m.glibc_version.split(".")[:2])
+    sub = m.target.platform
+    glibc = ".".join(m.target.glibc.split(".")[:2])
     return StandIn(f"cuda-nvcc_{sub}", "cuda-nvcc.yaml",
                    {"version": m.nvcc_version, "target": sub, "target_dir": TARGETS[sub], **cuda_context(m)},
                    run=[f"cuda-nvcc-dev_{sub} {m.nvcc_version}.*", f"cuda-cudart-dev_{sub} {m.cuda_mm}.*",
@@ -103,11 +103,11 @@ def wheel_standins(m: TargetWheels) -> list[StandIn]:
     """The binary wheels (python_abi, not Requires-Python, ties one to its Python) and NVIDIA's libraries."""
     binary = [StandIn(conda, "binary_wheel.yaml", {**wheel_context(m.wheels[conda], conda), "cross_pip_args": m.cross_pip_args},
                       run=conda_run_requirements(read_metadata(m.wheels[conda].path).requires, None, m.target),
-                      platform=m.platform)
+                      platform=m.target.platform)
               for conda in (*BINARY_WHEELS, *m.companions)]
     return binary + [StandIn(conda, "nvidia_lib.yaml", {**wheel_context(m.nvidia[conda], conda), **cuda_context(m)},
                              run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", *NVIDIA_DEPS.get(conda, ())],
-                             platform=m.platform)
+                             platform=m.target.platform)
                      for conda in NVIDIA_LIBS]
 
 
@@ -180,23 +180,23 @@ def cuda_standin(m: TargetWheels, package: CudaPackage) -> StandIn:
                    run=[*(r.format(**names) for r in package.run), f"cuda-version >={m.cuda_mm},<{minor_next}"],
                    constrains=list(package.constrains),
                    run_exports_weak=[r.format(**names) for r in package.run_exports_weak],
-                   run_exports_strong=[r.format(**names) for r in package.run_exports_strong], platform=m.platform)
+                   run_exports_strong=[r.format(**names) for r in package.run_exports_strong], platform=m.target.platform)
 
 
 def torch_standins(m: TargetWheels) -> list[StandIn]:
     """libtorch (the C++ libraries and headers, shared by every Python) and pytorch, as conda-forge splits them."""
     major, minor = (int(x) for x in m.torch_version.split(".")[:2])
-    torch = {"version": m.torch_version, "py_ver": m.py_ver, "torch_src": str(m.torch_src), "torch_src_kind": m.torch_kind,
+    torch = {"version": m.torch_version, "py_ver": m.target.py_ver, "torch_src": str(m.torch_src), "torch_src_kind": m.torch_kind,
              "torch_src_name": m.torch_src.name, "version_xy_next": f"{major}.{minor + 1}.0a0", **cuda_context(m),
-             "cross_pip_args": m.cross_pip_args, "cuda_target": TARGETS[m.platform].removeprefix("targets/")}
+             "cross_pip_args": m.cross_pip_args, "cuda_target": TARGETS[m.target.platform].removeprefix("targets/")}
     companions = [f"{name} {conda_specifier(pin)}".strip() for name, pin in m.companions.items()]
     base = yaml.safe_load((RECIPES_DIR / "pytorch.yaml").read_text())["requirements"]["run"]
     libtorch = StandIn("libtorch", "libtorch.yaml",
                        {k: v for k, v in torch.items() if k not in ("py_ver", "cross_pip_args", "cuda_target")},
                        run=[f"cuda-version >={m.cuda_major},<{int(m.cuda_major) + 1}", "libgcc", "libstdcxx",
                             "cuda-cudart", *NVIDIA_LIBS],
-                       undigested=("torch_src", "torch_src_kind", "torch_src_name"), platform=m.platform)
-    return [libtorch, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, *companions], platform=m.platform)]
+                       undigested=("torch_src", "torch_src_kind", "torch_src_name"), platform=m.target.platform)
+    return [libtorch, StandIn("pytorch", "pytorch.yaml", torch, run=[*base, *companions], platform=m.target.platform)]
 
 
 def cuda_context(m: TargetWheels) -> dict[str, str]:

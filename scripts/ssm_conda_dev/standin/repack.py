@@ -115,7 +115,7 @@ def variant_overrides(m: Machine) -> dict[str, list[str]]:
     return {
         "c_compiler_version": [gcc_major],
         "cxx_compiler_version": [gcc_major],
-        "c_stdlib_version": [".".join(m.glibc_version.split(".")[:2])],
+        "c_stdlib_version": [".".join(m.target.glibc.split(".")[:2])],
     }
 
 
@@ -123,7 +123,7 @@ def write_variants_file(channel: Path, m: Machine) -> Path:
     path = channel / VARIANTS_FILE_NAME
     header = (
         "# Written by `ssm-conda-dev standin`: this stand-in channel's compilers and glibc are the\n"
-        f"# machine's (gcc {m.gcc_version}, glibc {m.glibc_version}), not conda-forge's. Merge over the variant\n"
+        f"# machine's (gcc {m.gcc_version}, glibc {m.target.glibc}), not conda-forge's. Merge over the variant\n"
         f"# file when building against it. It holds python {', '.join(reuse.channel_pythons(channel))}, "
         f"pytorch {m.torch_version}\n# (CUDA {m.cuda_mm}) only.\n"
     )

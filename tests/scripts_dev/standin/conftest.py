@@ -50,11 +50,10 @@ def make_wheel(directory: Path, filename: str, requires: tuple[str, ...] = (), r
 def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
     torch = make_wheel(wheels, f"torch-2.14.1-cp{py_ver.replace('.', '')}-cp{py_ver.replace('.', '')}-manylinux_2_28_x86_64.whl",
                        TORCH_REQUIRES)
-    m = Machine(python_prefix=Path("/p"), python_version=f"{py_ver}.7", py_ver=py_ver, cuda_mm="13.0",
-                cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_version="2.36",
-                glibc_libs=["/lib/libc.so.6"], libgcc_libs=["/lib/libgcc_s.so.1"], libstdcxx_libs=["/lib/libstdc++.so.6"],
-                torch_kind="wheel", torch_src=torch, torch_version="2.14.1", companions={"triton": "~=3.8.0"},
-                wheels={}, nvidia={}, toolkit={})
+    m = Machine(target=Target(py_ver, "2.36", f"{py_ver}.7"), python_prefix=Path("/p"), cuda_mm="13.0",
+                cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_libs=["/lib/libc.so.6"],
+                libgcc_libs=["/lib/libgcc_s.so.1"], libstdcxx_libs=["/lib/libstdc++.so.6"], torch_kind="wheel",
+                torch_src=torch, torch_version="2.14.1", companions={"triton": "~=3.8.0"}, wheels={}, nvidia={}, toolkit={})
     tag = f"cp{py_ver.replace('.', '')}"
     for name in catalog.NOARCH_WHEELS:
         scripts = SCRIPTS.get(name, ())
@@ -104,4 +103,4 @@ def fake_aarch64_machine(tmp_path) -> TargetWheels:
     """A made-up cross target: linux-aarch64's wheels and Debian's CPython 3.11."""
     m = machine(tmp_path / "wheels-aarch64")
     given = {f.name: getattr(m, f.name) for f in fields(TargetWheels)}
-    return TargetWheels(**{**given, "platform": "linux-aarch64", "python_version": "3.11.2"})
+    return TargetWheels(**{**given, "target": Target("3.11", "2.36", "3.11.2", "linux-aarch64")})

@@ -42,7 +42,7 @@ def build(machine, channel: Path, monkeypatch, cuda_packages=CUDA_PACKAGES) -> P
     monkeypatch.setattr(packages, "CUDA_PACKAGES", cuda_packages)
     wanted = NAMES | {"sysroot_linux-64"}
     todo = [s for s in packages.standins(machine) if s.conda_name in wanted]
-    repack.build_channel(todo, machine.py_ver, channel, 1, lambda _msg: None)
+    repack.build_channel(todo, machine.target.py_ver, channel, 1, lambda _msg: None)
     return channel
 
 

