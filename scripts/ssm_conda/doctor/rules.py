@@ -136,11 +136,18 @@ def extension_import_failed(facts: Facts, files: Sequence[VariantFile]) -> list[
     return found
 
 
-def ssm_version_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    """mamba-ssm 2.3 needs causal-conv1d >= 1.7, an older mamba-ssm the causal_conv1d_cuda signature 1.7 changed."""
+def ssm_pair(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
+    """mamba-ssm without causal-conv1d, or with one whose version does not fit (mamba-ssm 2.3 needs causal-conv1d
+    >= 1.7, an older mamba-ssm the causal_conv1d_cuda signature 1.7 changed)."""
     mamba, conv = facts.interpreter.mamba_ssm, facts.interpreter.causal_conv1d
-    if mamba is None or conv is None:
+    if mamba is None:
         return []
+    if conv is None:
+        return [note("mamba-without-causal-conv1d",
+                     f"mamba-ssm {mamba.version} is installed without causal-conv1d: Mamba falls back to the slower "
+                     "nn.Conv1d path, but Mamba2 (default use_mem_eff_path=True) fails with `'NoneType' object is not "
+                     "callable` and its varlen inputs need the package; install causal-conv1d (the mamba-ssm package "
+                     "brings it)")]
     new_mamba, new_conv = version_key(mamba.version) >= (2, 3), version_key(conv.version) >= (1, 7)
     pair = f"mamba-ssm {mamba.version} with causal-conv1d {conv.version}"
     if new_mamba and not new_conv:
@@ -158,20 +165,9 @@ def ssm_version_mismatch(facts: Facts, files: Sequence[VariantFile]) -> list[Fin
     return []
 
 
-def mamba_without_causal_conv1d(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    mamba = facts.interpreter.mamba_ssm
-    if mamba is None or facts.interpreter.causal_conv1d is not None:
-        return []
-    return [note("mamba-without-causal-conv1d",
-                 f"mamba-ssm {mamba.version} is installed without causal-conv1d: Mamba falls back to the slower "
-                 "nn.Conv1d path, but Mamba2 (default use_mem_eff_path=True) fails with `'NoneType' object is not "
-                 "callable` and its varlen inputs need the package; install causal-conv1d (the mamba-ssm package "
-                 "brings it)")]
-
-
 MACHINE_RULES: tuple[Callable[[Facts, Sequence[VariantFile]], list[Finding]], ...] = (
     probe_failed, driver_missing, torch_unusable, own_project_env, no_variant_files, torch_cuda_not_packaged,
-    installed_package, extension_import_failed, ssm_version_mismatch, mamba_without_causal_conv1d,
+    installed_package, extension_import_failed, ssm_pair,
 )
 
 
@@ -184,21 +180,17 @@ def driver_too_old(facts: Facts, target: Target) -> list[Finding]:
     return []
 
 
-def python_not_packaged(facts: Facts, target: Target) -> list[Finding]:
-    python, vfile = facts.interpreter.minor, target.variant
-    if not python or python in vfile.pythons:
-        return []
-    return [note("python-not-packaged", f"no package for Python {python} (packaged: {', '.join(vfile.pythons)}): "
-                 "build one", unpackaged=True)]
-
-
-def torch_not_packaged(facts: Facts, target: Target) -> list[Finding]:
-    torch, vfile = facts.interpreter.torch, target.variant
+def minor_not_packaged(facts: Facts, target: Target) -> list[Finding]:
+    """The Python and the torch minor here, each where the variant has no package for it."""
+    python, torch, vfile, found = facts.interpreter.minor, facts.interpreter.torch, target.variant, []
+    if python and python not in vfile.pythons:
+        found.append(note("python-not-packaged", f"no package for Python {python} (packaged: {', '.join(vfile.pythons)}): "
+                          "build one", unpackaged=True))
     minor = torch.minor if torch is not None else None
-    if not minor or minor in vfile.torches:
-        return []
-    return [note("torch-not-packaged", f"no package for torch {minor} with CUDA {vfile.cuda} (packaged: "
-                 f"{', '.join(vfile.torches)}): build one, or install a packaged torch", unpackaged=True)]
+    if minor and minor not in vfile.torches:
+        found.append(note("torch-not-packaged", f"no package for torch {minor} with CUDA {vfile.cuda} (packaged: "
+                          f"{', '.join(vfile.torches)}): build one, or install a packaged torch", unpackaged=True))
+    return found
 
 
 def pip_torch_in_conda_env(facts: Facts, target: Target) -> list[Finding]:
@@ -276,6 +268,6 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
 
 
 TARGET_RULES: tuple[Callable[[Facts, Target], list[Finding]], ...] = (
-    driver_too_old, python_not_packaged, torch_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13,
+    driver_too_old, minor_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13,
     sm103_pip_build, ssm_torch_mismatch,
 )

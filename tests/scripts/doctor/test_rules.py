@@ -133,7 +133,7 @@ CONDA_MAMBA = InstalledDist("2.3.2.post1", "conda", conda_build="cuda130_py312_t
 def test_ssm_version_mismatch() -> None:
     def run(mamba: str, conv: str) -> list[Finding]:
         facts = make_facts(mamba=InstalledDist(mamba, "pip"), wheel=InstalledDist(conv, "pip"))
-        return rules.ssm_version_mismatch(facts, FILES)
+        return rules.ssm_pair(facts, FILES)
 
     [old_conv] = run("2.3.2.post1", "1.5.0.post8+cu12torch2.6cxx11abiTRUE")
     assert old_conv.code == "causal-conv1d-too-old" and "cpp_functions" in old_conv.message
@@ -141,14 +141,14 @@ def test_ssm_version_mismatch() -> None:
     [old_mamba] = run("2.2.4", "1.7.0")
     assert old_mamba.code == "mamba-ssm-too-old" and "incompatible function arguments" in old_mamba.message
     assert run("2.3.2.post1", "1.7.0") == [] and run("2.2.4", "1.5.0") == []
-    assert rules.ssm_version_mismatch(make_facts(wheel=InstalledDist("1.5.0", "pip")), FILES) == []  # no mamba-ssm
+    assert rules.ssm_pair(make_facts(wheel=InstalledDist("1.5.0", "pip")), FILES) == []  # no mamba-ssm
 
 
 def test_mamba_without_causal_conv1d() -> None:
-    [finding] = rules.mamba_without_causal_conv1d(make_facts(mamba=CONDA_MAMBA), FILES)
+    [finding] = rules.ssm_pair(make_facts(mamba=CONDA_MAMBA), FILES)
     assert finding.level == "note" and "nn.Conv1d" in finding.message and "Mamba2" in finding.message
-    assert rules.mamba_without_causal_conv1d(make_facts(mamba=CONDA_MAMBA, wheel=CONDA_CC), FILES) == []
-    assert rules.mamba_without_causal_conv1d(make_facts(wheel=CONDA_CC), FILES) == []
+    assert rules.ssm_pair(make_facts(mamba=CONDA_MAMBA, wheel=CONDA_CC), FILES) == []
+    assert rules.ssm_pair(make_facts(wheel=CONDA_CC), FILES) == []
 
 
 # --- target rules -----------------------------------------------------------------------------
@@ -165,15 +165,15 @@ def test_driver_too_old() -> None:
 
 
 def test_python_not_packaged() -> None:
-    assert rules.python_not_packaged(make_facts(python="3.12.8"), target()) == []
-    [finding] = rules.python_not_packaged(make_facts(python="3.9.18"), target())
+    assert rules.minor_not_packaged(make_facts(python="3.12.8"), target()) == []
+    [finding] = rules.minor_not_packaged(make_facts(python="3.9.18"), target())
     assert finding.unpackaged and "Python 3.9" in finding.message
 
 
 def test_torch_not_packaged() -> None:
-    assert rules.torch_not_packaged(make_facts(torch=conda_torch("2.13.0")), target()) == []
-    assert rules.torch_not_packaged(make_facts(), target()) == []  # no torch: the package brings one
-    [finding] = rules.torch_not_packaged(make_facts(torch=conda_torch("2.11.0")), target())
+    assert rules.minor_not_packaged(make_facts(torch=conda_torch("2.13.0")), target()) == []
+    assert rules.minor_not_packaged(make_facts(), target()) == []  # no torch: the package brings one
+    [finding] = rules.minor_not_packaged(make_facts(torch=conda_torch("2.11.0")), target())
     assert finding.unpackaged and "torch 2.11 with CUDA 13.0" in finding.message
 
 
