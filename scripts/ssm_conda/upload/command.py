@@ -44,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if credential is None:
         raise PipelineError(target.missing_credential_hint())
-    print(f"uploading {len(packages)} package(s) to {target.name} {target.channel_display()} with {credential}",
-          flush=True)
+    print(f"uploading {len(packages)} package(s) to {target.name} {target.channel_display()} with {credential}", flush=True)
     try:
         target.check_credential()
     except PipelineError as exc:
@@ -116,9 +115,8 @@ def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes)
 
 
 def make_served(target: Target, options: UploadOptions, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
-    """Index where the target needs it (after a skip too: an interrupted run may not have), then poll
-    the repodata until it lists the uploads. (A file an interrupted run put but never indexed is not
-    listed, so the next run puts it again.)"""
+    """Index where the target needs it (after a skip too: an interrupted run may not have), then poll the repodata
+    until it lists the uploads; returns the first failure."""
     uploaded = [p for p in packages if outcomes[p.filename].result == "uploaded"]
     if any(o.result in ("uploaded", "skipped") for o in outcomes.values()):
         try:

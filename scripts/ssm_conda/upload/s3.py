@@ -25,7 +25,6 @@ from ssm_conda.upload.targets import HTTP_TIMEOUT_S, Target, http_url, mask, one
 class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID",
                help="an S3 bucket, indexed after the upload: the AWS credential chain (AWS_ACCESS_KEY_ID + "
                     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...)"):
-
     to: str = option("the bucket and path to upload to", metavar="s3://BUCKET/PATH")
     endpoint_url: str | None = option("S3 endpoint (default: AWS for --region)", None, type=http_url)
     region: str | None = option("bucket region (default: $AWS_REGION)", None, env=("AWS_REGION", "AWS_DEFAULT_REGION"))

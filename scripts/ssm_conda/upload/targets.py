@@ -189,7 +189,6 @@ class Target:
 
 class PrefixTarget(Target, name="prefix", server="prefix.dev", env_var="PREFIX_API_KEY",
                    help="prefix.dev: $PREFIX_API_KEY, a stored BearerToken, or trusted publishing in GitHub Actions"):
-
     to: str = option("the prefix.dev channel to upload to", metavar="CHANNEL")
     url: str = option("server URL (self-hosted instances; default: https://prefix.dev)", "https://prefix.dev", type=http_url)
     generate_attestation: bool = option("sign a sigstore attestation of each package (GitHub Actions, id-token: write)",
@@ -243,8 +242,7 @@ class AnacondaTarget(Target, name="anaconda", server="anaconda.org", env_var="AN
         return self.channel_url or (owner if self.label == "main" else join(owner, "label", self.label))
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
-        rattler_build.upload_package_to_anaconda(files, self.to, channel=[self.label], api_key=key, url=self.url,
-                                                 force=False)
+        rattler_build.upload_package_to_anaconda(files, self.to, channel=[self.label], api_key=key, url=self.url, force=False)
 
 
 class QuetzTarget(Target, name="quetz", server="quetz", env_var="QUETZ_API_KEY", login_flag="--conda-token",
@@ -272,7 +270,6 @@ class QuetzTarget(Target, name="quetz", server="quetz", env_var="QUETZ_API_KEY",
 
 class ArtifactoryTarget(Target, name="artifactory", server="artifactory", env_var="ARTIFACTORY_TOKEN", help="a JFrog "
                         "Artifactory conda repository: $ARTIFACTORY_TOKEN, or a stored BearerToken or BasicHTTP entry"):
-
     to: str = option("the repository key to upload to", metavar="REPO")
     url: str = option("server URL, e.g. https://example.jfrog.io/artifactory", type=http_url)
     channel_url: str | None = option("where the channel is served, read back after the upload "

@@ -28,7 +28,7 @@ def test_selectors_match_the_build_string(channel):
     """Packages named as the recipes name them today (the GPU generation in the build string): the
     selectors choose what rattler-build renders for them. Before, a regex without the generation
     matched no package, and --cuda/--python/--torch uploaded nothing."""
-    packages = archives.local_packages(channel)
+    packages = archives.select_packages(channel, Selection())
     for pkg in packages:
         archives.check_package(pkg, {})
 
@@ -167,7 +167,7 @@ def test_a_payload_file_unlike_its_paths_json_entry_is_invalid(content, problem,
 def test_one_bad_archive_names_the_count(channel, built):
     for pkg in built[:2]:
         empty(channel / "linux-64" / pkg.name)
-    packages = archives.local_packages(channel)
+    packages = archives.select_packages(channel, Selection())
     invalid = archives.check_all(packages, channel)
     first, second = sorted(p.name for p in built[:2])
     assert [p.filename for p in invalid] == [first, second]
