@@ -92,7 +92,6 @@ class StandinOptions:
     channel: Path
     python_prefix: Path
     cc: str | None
-    cuda: str | None
     torch: TorchChoice
     wheels: WheelSource
     debian_cache: Path
@@ -113,10 +112,10 @@ def options(args: argparse.Namespace) -> StandinOptions:
     if missing := [d for d in dirs if not d.is_dir()]:
         raise UsageError(f"--wheel-dir {missing[0]}: no such folder")
     torch = TorchChoice(installed=Path(args.torch_installed) if args.torch_installed else None,
-                        wheel=Path(args.torch_wheel) if args.torch_wheel else None, minor=args.torch)
+                        wheel=Path(args.torch_wheel) if args.torch_wheel else None, minor=args.torch, cuda=args.cuda)
     return StandinOptions(
         channel=(args.output_dir or default_dir()).expanduser().resolve(),
-        python_prefix=Path(args.python_prefix or sys.base_prefix), cc=args.cc, cuda=args.cuda, torch=torch,
+        python_prefix=Path(args.python_prefix or sys.base_prefix), cc=args.cc, torch=torch,
         wheels=WheelSource(tuple(dict.fromkeys([*dirs, wheel_cache()])), wheel_cache(), args.offline, args.verbose),
         debian_cache=cache_dir() / "debian", rebuild=rebuild, threads=args.threads,
         target_platform=args.target_platform)
@@ -127,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.monotonic()
     if opts.target_platform == "linux-aarch64":
         return run_cross(opts, start)
-    # every input checked before anything is written
-    machine = discover(opts.python_prefix, opts.cc, opts.torch, opts.cuda, opts.wheels)
+    machine = discover(opts.python_prefix, opts.cc, opts.torch, opts.wheels)  # every input checked before anything is written
     channel = opts.channel
     outcomes = build_channel(standins(machine), machine.target.py_ver, channel, opts.threads,
                              lambda msg: print(msg, flush=True), opts.rebuild, opts.wheels.verbose)
@@ -148,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_cross(opts: StandinOptions, start: float) -> int:
-    """The linux-aarch64 additions to a channel: Debian's packages (cached under the cache's debian/)
-    and the aarch64 wheels, every input found before anything is written."""
+    """The linux-aarch64 additions to a channel: Debian's packages (cached under the cache's debian/: its
+    CPython among them) and the aarch64 wheels, every input found before anything is written."""
     channel = opts.channel
     debs = debian.fetch(opts.debian_cache, offline=opts.wheels.offline)
     py_ver = debs.py_ver
@@ -159,9 +157,7 @@ def run_cross(opts: StandinOptions, start: float) -> int:
     build_python = Target(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
     crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], opts.wheels,
                       build_python)["crossenv"]
-    # Debian's CPython and the aarch64 wheels of torch, its companions, NVIDIA's CUDA libraries and toolkit
-    aarch64 = target_wheels(opts.torch, opts.cuda, opts.wheels,
-                            Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64"))
+    aarch64 = target_wheels(opts.torch, opts.wheels, Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64"))
     todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(aarch64)]
     outcomes = build_channel(todo, py_ver, channel, opts.threads, lambda msg: print(msg, flush=True), opts.rebuild,
                              opts.wheels.verbose)

@@ -59,11 +59,13 @@ class WheelSource:
 
 @dataclass(frozen=True)
 class TorchChoice:
-    """Which torch to repack: an installed one, a named wheel, or the newest wheel of a minor (or any)."""
+    """Which torch to repack: an installed one, a named wheel, or the newest wheel of a minor (or any);
+    `cuda`: its CUDA line, where not the one it was built for."""
 
     installed: Path | None = None
     wheel: Path | None = None
     minor: str | None = None  # 2.13
+    cuda: str | None = None  # 13.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,11 +270,11 @@ def nvidia_wheels(torch_kind: str, torch_src: Path, cuda_major: str, source: Whe
     return gather(wanted, source, target, torch_src if torch_kind == "installed" else None)
 
 
-def target_wheels(torch: TorchChoice, cuda: str | None, source: WheelSource, target: Target) -> TargetWheels:
-    """torch for `target`, its CUDA line (`cuda` or the one torch was built for) and the wheels around
+def target_wheels(torch: TorchChoice, source: WheelSource, target: Target) -> TargetWheels:
+    """torch for `target`, its CUDA line (--cuda or the one torch was built for) and the wheels around
     it (a cross target's: no pure-Python or build-tool wheels), downloaded when missing (unless offline)."""
     torch_kind, torch_src, torch_version = detect_torch(torch, target, source)
-    cuda_mm = cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
+    cuda_mm = torch.cuda or torch_cuda_line(torch_requires(torch_kind, torch_src, target))
     if cuda_mm is None:
         raise UsageError(f"torch {torch_version} names no CUDA version in its requirements (a CPU build?): pass --cuda "
                          "X.Y or a CUDA build of torch" if target.platform == "linux-64" else f"torch {torch_version} for "
@@ -288,7 +290,7 @@ def target_wheels(torch: TorchChoice, cuda: str | None, source: WheelSource, tar
                         nvidia=nvidia_wheels(torch_kind, torch_src, cuda_mm.split(".")[0], source, target))
 
 
-def discover(python_prefix: Path, cc: str | None, torch: TorchChoice, cuda: str | None, source: WheelSource) -> Machine:
+def discover(python_prefix: Path, cc: str | None, torch: TorchChoice, source: WheelSource) -> Machine:
     """Everything the stand-in needs, found (wheels missing from the source's folders downloaded unless offline)."""
     python_version, py_ver = detect_python(python_prefix)
     cc, cxx, gcc_version = detect_compilers(cc)
@@ -298,7 +300,7 @@ def discover(python_prefix: Path, cc: str | None, torch: TorchChoice, cuda: str 
     for lib in libgcc + libstdcxx:
         if not Path(lib).is_absolute() or not Path(lib).exists():
             raise UsageError(f"the compiler does not know where {lib} is")
-    found = target_wheels(torch, cuda, source, Target(py_ver, glibc_version, python_version))
+    found = target_wheels(torch, source, Target(py_ver, glibc_version, python_version))
     return Machine(**vars(found), python_prefix=python_prefix, cc=cc, cxx=cxx, gcc_version=gcc_version,
                    glibc_libs=glibc_libs, libgcc_libs=libgcc, libstdcxx_libs=libstdcxx)
 

@@ -128,7 +128,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     request.addfinalizer(lambda: os.umask(previous))
     seen = {}
 
-    def discover(python_prefix, cc, torch, cuda, source):
+    def discover(python_prefix, cc, torch, source):
         seen.update(dirs=list(source.dirs), download_dir=source.download_dir)
         return fake_machine
 
