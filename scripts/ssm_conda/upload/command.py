@@ -12,7 +12,6 @@ import argparse
 import os
 import time
 from collections.abc import Callable
-from typing import NoReturn
 
 import rattler_build
 
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     for pkg in invalid:
         outcomes[pkg.filename].result, outcomes[pkg.filename].detail = "invalid", pkg.problem or ""
     if invalid:
-        stop(outcomes, invalid_message(invalid, output_dir))
+        report(outcomes, invalid_message(invalid, output_dir))
     credential = target.find_credential()
     if options.dry_run:  # what would go where; contacts no server
         print(f"dry run: {len(packages)} package(s) from {output_dir} to {target.name} {target.channel_display()}")
@@ -52,25 +51,20 @@ def run(args: argparse.Namespace) -> int:
     mark_existing(target, packages, outcomes, options.skip_existing)
     failure = upload_all(target, packages, outcomes)
     failure = make_served(target, options, packages, outcomes) or failure
-    print_summary(list(outcomes.values()))
     uploaded, skipped = (sum(o.result == r for o in outcomes.values()) for r in ("uploaded", "skipped"))
-    if failure:
-        raise PipelineError(f"{failure} ({uploaded} of {len(outcomes)} uploaded)")
+    report(outcomes, failure and f"{failure} ({uploaded} of {len(outcomes)} uploaded)")
     print(f"done: {uploaded} uploaded, {skipped} skipped, to {target.channel_display()}")
     return 0
 
 
-def mark_pending(outcomes: Outcomes, result: str) -> None:
+def report(outcomes: Outcomes, failure: str | None) -> None:
+    """The summary (what was never reached: not attempted), then the failure as the error, if any."""
     for outcome in outcomes.values():
         if outcome.result == "pending":
-            outcome.result = result
-
-
-def stop(outcomes: Outcomes, message: str) -> NoReturn:
-    """Nothing was sent: the summary, then the error."""
-    mark_pending(outcomes, "not attempted")
+            outcome.result = "not attempted"
     print_summary(list(outcomes.values()))
-    raise PipelineError(message)
+    if failure:
+        raise PipelineError(failure)
 
 
 def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcomes, skip: bool) -> None:
@@ -85,13 +79,13 @@ def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcom
         outcome.detail = "already in the channel" + (" with another sha256" if pkg in differ else "")
     if skip and differ:
         pkg, served = differ[0], present[differ[0].filename][:12] or "none listed"
-        stop(outcomes, f"{pkg.filename} is already in {target.channel_display()} with another sha256 ({served}, this "
-                       f"file's {pkg.sha256[:12]}): bump build.number in recipe/{pkg.name_and_build[0]}/recipe.yaml "
-                       "and rebuild, a changed build needs a new file name; nothing was uploaded")
+        report(outcomes, f"{pkg.filename} is already in {target.channel_display()} with another sha256 ({served}, this "
+                         f"file's {pkg.sha256[:12]}): bump build.number in recipe/{pkg.name_and_build[0]}/recipe.yaml "
+                         "and rebuild, a changed build needs a new file name; nothing was uploaded")
     if existing and not skip:
         more = ", ..." if len(existing) > 1 else ""
-        stop(outcomes, f"{len(existing)} package(s) already in {target.channel_display()} ({existing[0].filename}{more}); "
-                       "pass --skip-existing to skip them; nothing was uploaded")
+        report(outcomes, f"{len(existing)} package(s) already in {target.channel_display()} ({existing[0].filename}{more}); "
+                         "pass --skip-existing to skip them; nothing was uploaded")
 
 
 def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
@@ -106,7 +100,6 @@ def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes)
             target.upload(pkg)
         except (PipelineError, rattler_build.RattlerBuildError) as exc:
             outcome.result, outcome.detail = "failed", target.explain_refusal(one_line(exc, 200))
-            mark_pending(outcomes, "not attempted")
             return f"{pkg.filename}: {outcome.detail}"
         finally:
             outcome.seconds = time.monotonic() - start

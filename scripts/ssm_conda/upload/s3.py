@@ -22,7 +22,7 @@ from ssm_conda.upload.archives import LocalPackage, repodata_filenames
 from ssm_conda.upload.targets import HTTP_TIMEOUT_S, Target, http_url, mask, one_line, option, register_secret
 
 
-class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID",
+class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID", login_flag="",
                help="an S3 bucket, indexed after the upload: the AWS credential chain (AWS_ACCESS_KEY_ID + "
                     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...)"):
     to: str = option("the bucket and path to upload to", metavar="s3://BUCKET/PATH")
@@ -67,9 +67,6 @@ class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID",
     def missing_credential_hint(self) -> str:
         return (f"no credentials for s3://{self.bucket}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
                 "AWS_PROFILE (the AWS credential chain, as boto3 reads it)")
-
-    def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
-        return message
 
     # ---- the bucket
     @functools.cached_property

@@ -105,7 +105,8 @@ class Target:
     server = ""  # in messages
     help = ""
     env_var = ""  # the key in the environment
-    login_flag = "--token"  # of `rattler-build auth login`: the kind of credential the server takes
+    login_flag = "--token"  # of `rattler-build auth login`: the kind of credential the server takes ("": none)
+    trusted = False  # whether rattler-build authenticates by itself (prefix.dev's trusted publishing)
     read_header = ("Authorization", "Bearer ")  # the header our reads send the key in, and its prefix (None: no key)
 
     def __init_subclass__(cls, **names: str) -> None:
@@ -156,6 +157,8 @@ class Target:
     def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
         """An error of the upload or the credential check, with what to do about credentials. rattler-build's Quetz and
         Artifactory errors lack the status: with a stored credential the hint is given unless the error is clearly another."""
+        if self.trusted or not self.login_flag:
+            return message
         if self.key:
             return f"{message} (${self.env_var} was refused)" if AUTH_FAILURE_RE.search(message) else message
         if AUTH_FAILURE_RE.search(message):
@@ -214,9 +217,6 @@ class PrefixTarget(Target, name="prefix", server="prefix.dev", env_var="PREFIX_A
             register_secret(self.oidc_token)
             return "trusted publishing (GitHub Actions OIDC)"
         return super().find_credential()
-
-    def explain_refusal(self, message: str, unclear_may_be_auth: bool = True) -> str:
-        return message if self.trusted else super().explain_refusal(message, unclear_may_be_auth)
 
     def missing_credential_hint(self) -> str:
         trusted = ", or run in GitHub Actions with `permissions: id-token: write` (trusted publishing)"
