@@ -1,6 +1,5 @@
-"""GPU architectures: the one parser of TORCH_CUDA_ARCH_LIST values ("8.0;9.0+PTX") in the tooling, and
-which code runs on which GPU (recipe/shared/tests/check_arch.py ships in the packages with its own).
-"""
+"""GPU architectures: the one parser of TORCH_CUDA_ARCH_LIST values ("8.0;9.0+PTX") in the tooling, and which code
+runs on which GPU (recipe/shared/tests/check_arch.py ships in the packages with its own)."""
 
 from __future__ import annotations
 

@@ -65,12 +65,10 @@ def add_plan_options(parser: argparse.ArgumentParser, package_help: str, channel
     add_selector_arguments(parser, package_help)
     options.add_variants_dir(parser)
     options.add_channels(parser, channel_use)
-    parser.add_argument(
-        "--line-info", action="store_true",
-        help="compile with nvcc -lineinfo (the variant key nvcc_lineinfo=1): source-line tables for Nsight Compute "
-        "and compute-sanitizer, which make the package larger (causal-conv1d sm90: 15.9 MB against 9.1) and change "
-        "nothing at run time",
-    )
+    parser.add_argument("--line-info", action="store_true",
+                        help="compile with nvcc -lineinfo (the variant key nvcc_lineinfo=1): source-line tables for Nsight "
+                        "Compute and compute-sanitizer, which make the package larger (causal-conv1d sm90: 15.9 MB against "
+                        "9.1) and change nothing at run time")
     options.add_target_platform(parser, "to build for; linux-aarch64 on linux-64 cross-compiles, as conda-forge does")
 
 
@@ -142,11 +140,9 @@ def cache_hits(log: str) -> str:
 class Progress(ProgressCallback):
     """Every log line to the log file; the milestones (compile steps, tests, warnings, errors) to the terminal."""
 
-    MILESTONE = re.compile(
-        r"\[\d+/\d+\] |✔|✖|Testing commands|tests? (passed|failed)|\d+ passed|GPU tests skipped|"
-        r"Cacheable calls|^\s+Hits:|^Errors:|Input file modified|Packaging new files|Linking check|overlink",
-        re.IGNORECASE,
-    )
+    MILESTONE = re.compile(r"\[\d+/\d+\] |✔|✖|Testing commands|tests? (passed|failed)|\d+ passed|GPU tests skipped|"
+                           r"Cacheable calls|^\s+Hits:|^Errors:|Input file modified|Packaging new files|Linking check|overlink",
+                           re.IGNORECASE)
 
     def __init__(self, label: str, verbose: bool, log_path: Path) -> None:
         self.label = label

@@ -92,9 +92,8 @@ def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = N
     options = FetchRepoDataOptions(cache_action="cache-or-fetch" if cache else "no-cache")
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            (repodata,) = asyncio.run(fetch_repo_data(channels=[Channel(channel)], platforms=[Subdir(subdir)],
-                                                      cache_path=cache or scratch, callback=None, client=client,
-                                                      fetch_options=options))
+            (repodata,) = asyncio.run(fetch_repo_data(channels=[Channel(channel)], platforms=[Subdir(subdir)], client=client,
+                                                      cache_path=cache or scratch, callback=None, fetch_options=options))
         except Exception as exc:  # rattler's FetchRepoDataError: its first line, and the last cause
             lines = [line.removeprefix("Caused by: ") for line in str(exc).splitlines() if line.strip()]
             if lines and lines[0] == "repodata not found":
@@ -134,11 +133,8 @@ def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list
         path = Path(value)
         if path.is_dir():
             subdirs = sorted(p for p in path.iterdir() if p.is_dir() and SUBDIR_RE.fullmatch(p.name))
-            found += [
-                f for subdir in subdirs for f in sorted(subdir.iterdir())
-                if f.is_file() and f.name.endswith(ARCHIVE_SUFFIXES)
-                and (name is None or name_and_build_of(f.name)[0] == name)
-            ]
+            found += [f for subdir in subdirs for f in sorted(subdir.iterdir()) if f.is_file()
+                      and f.name.endswith(ARCHIVE_SUFFIXES) and (name is None or name_and_build_of(f.name)[0] == name)]
         elif not path.exists():
             raise UsageError(f"no such file or directory: {path}")
         elif not path.name.endswith(ARCHIVE_SUFFIXES):

@@ -1,6 +1,6 @@
-"""The CI jobs, from variants/ alone: one per (platform, CUDA, pytorch minor, GPU generation), building
-causal-conv1d, then mamba-ssm, for every Python of its file, so that every Python after the first
-compiles from the job's compiler cache. linux-aarch64's jobs cross-compile on the linux-64 runners.
+"""The CI jobs, from variants/ alone: one per (platform, CUDA, pytorch minor, GPU generation), building causal-conv1d,
+then mamba-ssm, for every Python of its file, so that every Python after the first compiles from the job's compiler
+cache. linux-aarch64's jobs cross-compile on the linux-64 runners.
 
     ssm-conda ci-matrix              # one line, {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
     ssm-conda ci-matrix --durations  # each job's expected time (2 cores, an upper bound on more: docs/ci.md)
@@ -95,9 +95,8 @@ def run(args: argparse.Namespace) -> int:
                 for j in found]
         print_table(["job", "packages", "architectures", "cold (2 cores)", "from the cache"], rows)
         longest = max(found, key=lambda j: j.cold_minutes)
-        print(f"{len(found)} jobs, {sum(j.packages for j in found)} packages; longest: {longest.name}, "
-              f"{longest.cold_minutes} min cold, {RUNNER_LIMIT_S / 60 / longest.cold_minutes:.1f}x within the 6 h "
-              f"job limit (required: {MARGIN}x)")
+        print(f"{len(found)} jobs, {sum(j.packages for j in found)} packages; longest: {longest.name}, {longest.cold_minutes} "
+              f"min cold, {RUNNER_LIMIT_S / 60 / longest.cold_minutes:.1f}x within the 6 h job limit (required: {MARGIN}x)")
     else:
         print(json.dumps({"include": [asdict(j) for j in found]}, separators=(",", ":")))
     return 0

@@ -1,10 +1,8 @@
 """ssm-conda: build, test and publish conda packages of Mamba's CUDA kernels (causal-conv1d, mamba-ssm).
 
-The tools for developing this project are a command of their own, `ssm-conda-dev`. Every subcommand
-takes -v/--verbose, before or after its name; `ssm-conda COMMAND --help` says what it does and what it
-accepts. Bad input is one line on stderr naming the value and what is accepted, with exit status 2,
-and nothing is written.
-"""
+The tools for developing this project are a command of their own, `ssm-conda-dev`. Every subcommand takes -v/--verbose,
+before or after its name; `ssm-conda COMMAND --help` says what it does and what it accepts. Bad input is one line on
+stderr naming the value and what is accepted, with exit status 2, and nothing is written."""
 
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ COMMANDS = (
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
-    Command("gpu-test", "ssm_conda.gpu_check", "re-run built packages' test sections on this "
-            "machine's GPU (rattler-build test)"),
+    Command("gpu-test", "ssm_conda.gpu_check", "re-run built packages' test sections on this machine's GPU (rattler-build test)"),
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
             "and GPU generation) and their expected times"),
 )

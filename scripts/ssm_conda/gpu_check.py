@@ -95,8 +95,8 @@ class GpuTestOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> GpuTestOptions:
-        return cls(tuple(args.packages), selection_from_args(args), args.variants_dir,
-                   options.channels(args.channel), args.log_dir and writable_dir(args.log_dir.resolve(), "--log-dir"),
+        log_dir = args.log_dir and writable_dir(args.log_dir.resolve(), "--log-dir")
+        return cls(tuple(args.packages), selection_from_args(args), args.variants_dir, options.channels(args.channel), log_dir,
                    not args.allow_no_gpu, args.verbose)
 
 

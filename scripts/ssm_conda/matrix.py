@@ -227,13 +227,11 @@ def rendered_recipe(package: str) -> dict[str, Any]:
 
 def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:
     order = list(variant_config.to_dict()["gpu_generation"])
-    variants = [
-        PlannedVariant(cuda=r.variant["cuda_compiler_version"], python=r.variant["python"], torch=r.variant["pytorch"],
-                       archs=r.variant["cuda_arch_list"], generation=r.variant["gpu_generation"],
-                       build_string=r.recipe.build.string, variant_file=vfile,
-                       config={k: [v] for k, v in r.variant.items() if k != "target_platform"}, rendered=r)
-        for r in stage0.render(variant_config, render_config)
-    ]
+    variants = [PlannedVariant(cuda=r.variant["cuda_compiler_version"], python=r.variant["python"], torch=r.variant["pytorch"],
+                               archs=r.variant["cuda_arch_list"], generation=r.variant["gpu_generation"],
+                               build_string=r.recipe.build.string, variant_file=vfile, rendered=r,
+                               config={k: [v] for k, v in r.variant.items() if k != "target_platform"})
+                for r in stage0.render(variant_config, render_config)]
     # rattler-build renders in an order of its own; the plan follows the variant file's
     return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))
 

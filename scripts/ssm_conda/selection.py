@@ -35,9 +35,8 @@ def add_selector_arguments(parser: argparse.ArgumentParser, package_help: str, s
     add("--cuda", help="the variants of this CUDA version: a file in variants/ (e.g. 13.0)")
     add("--python", help="the variants of this Python X.Y (default: every one in variants/)")
     add("--torch", help="the variants of this pytorch minor X.Y (default: every one in variants/)")
-    add("--generation", action="append",
-        help="the variants of this GPU generation (repeatable; default: every one the variant file lists): "
-        "all (the all-architecture package) or a per-generation one, e.g. sm90")
+    add("--generation", action="append", help="the variants of this GPU generation (repeatable; default: every one the "
+        "variant file lists): all (the all-architecture package) or a per-generation one, e.g. sm90")
     add("--arch", help='the variant for these GPU architectures instead of the variant file\'s lists: native (the GPUs '
         'here) or a list such as "8.0;9.0+PTX"')
 
