@@ -1,1 +1,1 @@
-"""`ssm-conda upload`: publish the output channel's packages (command.py; options.py; targets.py and s3.py per server)."""
+"""`ssm-conda upload`: publish the output channel's packages (command.py; options.py; targets.py per server)."""

@@ -19,12 +19,9 @@ from ssm_conda.console import ArgumentParser, UsageError
 from ssm_conda.matrix import Selection
 from ssm_conda.options import add_output_dir, add_variants_dir, output_folder
 from ssm_conda.selection import add_selector_arguments, selection_from_args
-from ssm_conda.upload.s3 import S3Target
-from ssm_conda.upload.targets import AnacondaTarget, ArtifactoryTarget, PrefixTarget, QuetzTarget, Target
+from ssm_conda.upload.targets import AnacondaTarget, ArtifactoryTarget, PrefixTarget, QuetzTarget, S3Target, Target
 
-TARGET_CLASSES: dict[str, type[Target]] = {
-    cls.name: cls for cls in (PrefixTarget, AnacondaTarget, QuetzTarget, ArtifactoryTarget, S3Target)
-}
+TARGET_CLASSES = {c.name: c for c in (PrefixTarget, AnacondaTarget, QuetzTarget, ArtifactoryTarget, S3Target)}
 TARGETS = tuple(TARGET_CLASSES)
 SECRET_LIKE_RE = re.compile(r"key|token|secret|pass|auth|cred", re.I)
 OLD_DESTINATION = ("-c", "--channel")  # upload's destination before --to; everywhere else a channel to read from

@@ -10,8 +10,7 @@ import pytest
 from ssm_conda import cli
 from ssm_conda.matrix import Selection
 from ssm_conda.upload import options
-from ssm_conda.upload.s3 import S3Target
-from ssm_conda.upload.targets import AnacondaTarget, PrefixTarget, QuetzTarget
+from ssm_conda.upload.targets import AnacondaTarget, PrefixTarget, QuetzTarget, S3Target
 
 from tests.repo import REPO_ROOT
 
