@@ -83,8 +83,7 @@ def rattler_client(headers: dict[str, str] | None = None) -> Client:
 
 def fetch_repodata(channel: str, subdir: str, headers: dict[str, str] | None = None,
                    cache: Path | None = None) -> SparseRepoData | None:
-    """One subdir's repodata (rattler's auth storage and `headers` authenticate), fetched afresh unless `cache`
-    names a directory to reuse; None when the channel has no such subdir."""
+    """One subdir's repodata, fetched afresh unless `cache` names a folder to reuse; None when the channel has no such subdir."""
     from rattler import Channel, Subdir, fetch_repo_data
     from rattler.networking import FetchRepoDataOptions
 
@@ -126,8 +125,7 @@ def name_and_build_of(filename: str) -> tuple[str, str]:
 
 
 def find_packages(inputs: Sequence[str | Path], name: str | None = None) -> list[Path]:
-    """Archive files, and the archives of channels (per subdir; only `name`'s, if given), each once; a path that does
-    not exist, or a file that is not a conda archive, is a UsageError."""
+    """Archive files, and the archives of channels (per subdir; only `name`'s, if given), each once."""
     found: list[Path] = []
     for value in inputs:
         path = Path(value)

@@ -58,8 +58,7 @@ def judge(success: bool, lines: Sequence[str], require_gpu: bool) -> tuple[bool,
 
 
 def lower_bound(depends: Sequence[str], name: str) -> str | None:
-    """X.Y of a package's `name >=X.Y,...` dependency: the CUDA version it was built for
-    (cuda-version), the lowest GPU architecture it carries (cuda-arch)."""
+    """X.Y of a package's `name >=X.Y,...` dependency (cuda-version: its CUDA; cuda-arch: its lowest architecture)."""
     found = (re.match(rf"{re.escape(name)}\s+>=(\d+\.\d+)", spec) for spec in depends)
     return next((match.group(1) for match in found if match), None)
 

@@ -89,11 +89,10 @@ def query_nvidia_smi() -> DriverInfo | None:
             parts = [p.strip() for p in line.split(",")]
             if len(parts) != len(fields):
                 continue
-            row = dict(zip(fields, parts, strict=True))
-            cap = row.get("compute_cap", "")
-            index = int(row["index"]) if row["index"].isdigit() else len(info.gpus)
-            info.gpus.append(GpuInfo(index, row["name"], cap if CAP_RE.fullmatch(cap) else ""))
-            info.version = info.version or row["driver_version"]
+            index, name, cap, version = parts  # in the order of `fields`
+            position = int(index) if index.isdigit() else len(info.gpus)
+            info.gpus.append(GpuInfo(position, name, cap if CAP_RE.fullmatch(cap) else ""))
+            info.version = info.version or version
         match = SMI_CUDA_RE.search(run().stdout)
         info.cuda = match.group(1) if match else None
     except (OSError, subprocess.SubprocessError) as exc:

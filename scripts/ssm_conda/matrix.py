@@ -245,8 +245,7 @@ def generation_gates(vfile: VariantFile, package: str = PACKAGES[0],
 
 
 def generation_for(gates: dict[str, str | None], cuda_arch: str | None) -> str:
-    """The generation a solver gives a machine whose oldest GPU is cuda_arch (its __cuda_arch; None:
-    not reported): the one whose requirement that meets, else the all-architecture package."""
+    """The generation a solver gives a machine whose oldest GPU is cuda_arch (its __cuda_arch, or None)."""
     from rattler import Version, VersionSpec
 
     if cuda_arch is not None:

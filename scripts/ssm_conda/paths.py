@@ -1,5 +1,5 @@
-"""Where things are: the workspace (the checkout holding recipe/ and variants/, found from the current
-directory upwards as git and pixi find theirs, or named by --workspace), and the cache outside any clone."""
+"""Where things are: the workspace (found from the current directory upwards as git finds a checkout, or
+--workspace), and the cache outside any clone."""
 
 from __future__ import annotations
 

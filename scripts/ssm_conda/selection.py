@@ -64,8 +64,7 @@ def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, st
 
 def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None,
                package: str = PACKAGES[0]) -> str:
-    """The build strings of one (CUDA, Python, torch) variant (any GPU generation where `generation` is None)
-    as a glob: what rattler-build renders, less the hash."""
+    """A glob of the build strings of one (CUDA, Python, torch) variant, of `generation` or any, less the hash."""
     selection = Selection(cuda=vfile.cuda, python=python, torch=torch,
                           generations=(generation,) if generation else None, packages=(package,))
     rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
