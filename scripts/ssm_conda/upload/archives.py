@@ -117,9 +117,3 @@ def check_all(packages: list[LocalPackage], output_dir: Path) -> list[LocalPacka
     for pkg in packages:
         check_package(pkg, indexed.get(pkg.subdir, {}))
     return [p for p in packages if p.problem]
-
-
-def invalid_message(invalid: list[LocalPackage], output_dir: Path) -> str:
-    first = invalid[0]
-    more = f" (and {len(invalid) - 1} more invalid)" if len(invalid) > 1 else ""
-    return f"{first.path.relative_to(output_dir)}: {first.problem}{more}; nothing was uploaded"

@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
 
 import rattler_build
 
 from ssm_conda.console import Outcome, PipelineError, human_size, print_summary, print_table
-from ssm_conda.upload.archives import LocalPackage, check_all, invalid_message, select_packages
+from ssm_conda.upload.archives import LocalPackage, check_all, select_packages
 from ssm_conda.upload.options import UploadOptions, resolve
 from ssm_conda.upload.options import configure as configure  # the subcommand's parser
 from ssm_conda.upload.targets import Target, one_line
@@ -33,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     for pkg in invalid:
         outcomes[pkg.filename].result, outcomes[pkg.filename].detail = "invalid", pkg.problem or ""
     if invalid:
-        report(outcomes, invalid_message(invalid, output_dir))
+        more = f" (and {len(invalid) - 1} more invalid)" if len(invalid) > 1 else ""
+        report(outcomes, f"{invalid[0].path.relative_to(output_dir)}: {invalid[0].problem}{more}; nothing was uploaded")
     credential = target.find_credential()
     if options.dry_run:  # what would go where; contacts no server
         print(f"dry run: {len(packages)} package(s) from {output_dir} to {target.name} {target.channel_display()}")
@@ -118,7 +118,7 @@ def make_served(target: Target, options: UploadOptions, packages: list[LocalPack
             return one_line(exc)
     if not uploaded or options.verify_timeout is None:
         return None
-    problems = wait_until_served(target, uploaded, options.verify_timeout, log=print if options.verbose else lambda _: None)
+    problems = wait_until_served(target, uploaded, options.verify_timeout, options.verbose)
     for pkg in uploaded:
         outcome = outcomes[pkg.filename]
         if pkg.filename in problems:
@@ -128,8 +128,7 @@ def make_served(target: Target, options: UploadOptions, packages: list[LocalPack
     return next((f"{name}: uploaded but {why}" for name, why in problems.items()), None)
 
 
-def wait_until_served(target: Target, packages: list[LocalPackage], timeout_s: float,
-                      log: Callable[[str], None]) -> dict[str, str]:
+def wait_until_served(target: Target, packages: list[LocalPackage], timeout_s: float, verbose: bool) -> dict[str, str]:
     """Poll the repodata until it lists every package, within `timeout_s`; returns filename -> problem."""
     deadline = time.monotonic() + timeout_s
     delay = 0.5
@@ -144,7 +143,8 @@ def wait_until_served(target: Target, packages: list[LocalPackage], timeout_s: f
                 pending.remove(pkg)
         if not pending or time.monotonic() >= deadline:
             break
-        log(f"waiting for {len(pending)} package(s) to be listed in the channel's repodata")
+        if verbose:
+            print(f"waiting for {len(pending)} package(s) to be listed in the channel's repodata")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 2, 5.0)
     for pkg in pending:

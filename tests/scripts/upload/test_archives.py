@@ -164,15 +164,16 @@ def test_a_payload_file_unlike_its_paths_json_entry_is_invalid(content, problem,
         check_archive(path)
 
 
-def test_one_bad_archive_names_the_count(channel, built):
+def test_one_bad_archive_names_the_count(channel, built, upload_cli, capsys):
     for pkg in built[:2]:
         empty(channel / "linux-64" / pkg.name)
     packages = archives.select_packages(channel, Selection())
     invalid = archives.check_all(packages, channel)
     first, second = sorted(p.name for p in built[:2])
     assert [p.filename for p in invalid] == [first, second]
-    assert archives.invalid_message(invalid, channel) == (
-        f"linux-64/{first}: empty file (and 1 more invalid); nothing was uploaded"
+    assert upload_cli(["prefix", "--to", "c", "--output-dir", str(channel)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: linux-64/{first}: empty file (and 1 more invalid); nothing was uploaded"
     )
 
 

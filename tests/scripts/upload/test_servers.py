@@ -141,7 +141,7 @@ def read_back(monkeypatch, args: list[str], env: dict[str, str], sha256: str | N
     assert check_all(local, options.output_dir) == []
     for pkg in local:
         pkg.sha256 = sha256 or pkg.sha256
-    return wait_until_served(target, local, 1.0, log=lambda _: None)
+    return wait_until_served(target, local, 1.0, verbose=False)
 
 
 # ------------------------------------------------------------------------------------- Quetz
