@@ -83,8 +83,7 @@ def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence
     if value == "all":
         return default
     if value == "native":
-        caps = detect()
-        if not caps:
+        if not (caps := detect()):
             raise UsageError("--arch native found no GPU (neither nvidia-smi nor the driver reports one); "
                              "name the architectures instead, e.g. --arch 9.0")
         value = ";".join(caps)
@@ -94,8 +93,7 @@ def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence
         raise UsageError(f"unknown architecture {exc.entry!r} for CUDA {cuda}; {accepted}") from None
     if not entries:
         raise UsageError(f"--arch is empty; {accepted}")
-    for entry in entries:
-        if entry.cap not in supported:
-            raise UsageError(f"unknown architecture {str(entry)!r} for CUDA {cuda}; {accepted}")
+    if unknown := next((entry for entry in entries if entry.cap not in supported), None):
+        raise UsageError(f"unknown architecture {str(unknown)!r} for CUDA {cuda}; {accepted}")
     # ascending: the recipes read the lowest architecture from the front of the list
     return ";".join(str(e) for e in sorted(entries, key=lambda e: e.key))

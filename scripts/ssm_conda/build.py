@@ -4,8 +4,7 @@
     ssm-conda build [selectors]   # build the selected variants into --output-dir
 
 Selectors (below) outside the variant files are overrides. The CUDA version of the variant stands in for the
-driver's (CONDA_OVERRIDE_CUDA) unless you set it, so a machine without a driver, or with an older one, still solves.
-"""
+driver's (CONDA_OVERRIDE_CUDA) unless you set it, so a machine without a driver, or with an older one, still solves."""
 
 from __future__ import annotations
 
@@ -152,8 +151,7 @@ class Progress(ProgressCallback):
         self.log = log_path.open("w", encoding="utf-8")
 
     def _print(self, message: str) -> None:
-        elapsed = human_duration(time.monotonic() - self.start)
-        print(f"  [{self.label} {elapsed}] {message}", flush=True)
+        print(f"  [{self.label} {human_duration(time.monotonic() - self.start)}] {message}", flush=True)
 
     def on_build_step(self, event) -> None:  # noqa: ANN001 (rattler_build event types)
         self._print(event.message or event.step_name)

@@ -98,7 +98,7 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return self.result in ("failed", "FAIL")
+        return self.result == "failed"
 
     def row(self) -> list[str]:
         duration = human_duration(self.seconds) if self.seconds is not None else "-"

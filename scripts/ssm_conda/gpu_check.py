@@ -9,8 +9,7 @@ one the command refuses to start, and a run whose GPU tests were skipped counts 
 environment variable of ours, so they require the GPU wherever the driver reports one). --allow-no-gpu runs
 what needs no GPU, e.g. on a build machine.
 
-Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped, or none ran), 2 bad input (a damaged archive too).
-"""
+Exit status: 0 all passed, 1 a test failed (or GPU tests were skipped, or none ran), 2 bad input (a damaged archive too)."""
 
 from __future__ import annotations
 

@@ -161,8 +161,7 @@ def select(selection: Selection, files: Sequence[VariantFile] | None = None,
     Without --cuda, --generation keeps the files that list one of the generations asked for."""
     files = list(files if files is not None else load_variant_files())
     if selection.cuda is not None:
-        chosen = [f for f in files if f.cuda == selection.cuda]
-        if not chosen:
+        if not (chosen := [f for f in files if f.cuda == selection.cuda]):
             raise one_of("CUDA version", selection.cuda, [f.cuda for f in files])
         files = chosen
     if selection.generations is not None and selection.arch not in (None, ALL_ARCHS):
@@ -202,8 +201,7 @@ def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None
     """Every selected variant of every selected package, rendered offline by rattler-build for target_platform (`files`
     read for it), in build order: a package's variants after those of the packages it needs."""
     render_config = RenderConfig(PlatformConfig(target_platform=target_platform))
-    if files is None:
-        files = load_variant_files(target_platform=target_platform)
+    files = load_variant_files(target_platform=target_platform) if files is None else files
     configs = select(selection, files, detect, overrides)
     planned = []
     for recipe in recipes or [recipe_of(p) for p in selection.packages]:
