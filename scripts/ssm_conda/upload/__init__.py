@@ -1,1 +1,1 @@
-"""`ssm-conda upload`: publish the output channel's packages (command.py; options.py; targets.py per server)."""
+"""`ssm-conda upload`: publish the output channel's packages (command.py: its command line and run; targets.py per server)."""

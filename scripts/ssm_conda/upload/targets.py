@@ -1,5 +1,5 @@
 """Upload destinations, one frozen dataclass per server, its `option` fields its command line and environment, resolved
-once by options.resolve; py-rattler-build uploads (S3: boto3 puts the files, py-rattler indexes them, with the AWS
+once by command.resolve; py-rattler-build uploads (S3: boto3 puts the files, py-rattler indexes them, with the AWS
 credential chain). Credentials come from the environment or rattler's auth storage, never from options; every value we
 see is masked."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ssm_conda import cli
 from ssm_conda.upload import targets
-from ssm_conda.upload.options import resolve
+from ssm_conda.upload.command import resolve
 
 QUETZ = ["quetz", "--url", "https://q.example", "--to", "c"]
 

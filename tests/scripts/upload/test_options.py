@@ -9,20 +9,20 @@ import re
 import pytest
 from ssm_conda import cli
 from ssm_conda.matrix import Selection
-from ssm_conda.upload import options
+from ssm_conda.upload import command
 from ssm_conda.upload.targets import AnacondaTarget, PrefixTarget, QuetzTarget, S3Target
 
 from tests.repo import REPO_ROOT
 
 
-def resolve(args: list[str], env: dict[str, str] | None = None) -> options.UploadOptions:
-    return options.resolve(cli.parse_args(["upload", *args]), env or {})
+def resolve(args: list[str], env: dict[str, str] | None = None) -> command.UploadOptions:
+    return command.resolve(cli.parse_args(["upload", *args]), env or {})
 
 
 def test_the_command_line_and_the_environment_become_one_frozen_object(tmp_path):
     chosen = resolve(["--no-verify", "quetz", "--to", "c", "--url", "https://q.example", "--output-dir", str(tmp_path),
                       "--cuda", "13.0", "--package", "mamba-ssm", "--skip-existing"], {"QUETZ_API_KEY": "qz-key-1"})
-    assert chosen == options.UploadOptions(
+    assert chosen == command.UploadOptions(
         QuetzTarget(to="c", url="https://q.example", key="qz-key-1"), tmp_path.resolve(), None,
         Selection(cuda="13.0", packages=("mamba-ssm",)), dry_run=False, skip_existing=True, verify_timeout=None, verbose=False)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -46,13 +46,12 @@ def test_environment_variables_are_read_only_by_resolve():
 
 
 def test_nothing_below_the_command_module_reads_argparse_or_the_environment():
-    """command.run hands os.environ to options.resolve; every other module gets typed fields."""
+    """command.run hands os.environ to command.resolve; every other module gets typed fields."""
     upload = REPO_ROOT / "scripts" / "ssm_conda" / "upload"
     for path in sorted(upload.glob("*.py")):
         text = path.read_text()
         if path.name != "command.py":
             assert not re.search(r"os\.environ|getenv", text), path.name
-        if path.name not in ("command.py", "options.py"):
             assert "Namespace" not in text and ".args" not in text, path.name
 
 

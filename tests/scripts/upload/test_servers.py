@@ -27,8 +27,7 @@ from ssm_conda.channels import sha256_of
 from ssm_conda.matrix import Selection
 from ssm_conda.paths import cache_dir
 from ssm_conda.upload.archives import check_all, select_packages
-from ssm_conda.upload.command import wait_until_served
-from ssm_conda.upload.options import resolve
+from ssm_conda.upload.command import resolve, wait_until_served
 
 from tests.damaged_archives import DAMAGES, good_package, parts
 
