@@ -43,7 +43,6 @@ STANDIN_OVERRIDES = "standin-variants.yaml"
 # on causal-conv1d's sm90 package, 1.5% smaller for 4 s more per package (level 22 buys nothing more).
 PACKAGE_FORMAT = "conda:19"
 CCACHE_ENV = "SSM_CONDA_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
-CCACHE_HINT = "~/.cache/causal-conv1d-conda/ccache"
 # `ccache --show-stats` at the end of recipe/shared/build-extension.sh: "Cacheable calls: 4 / 9 (44.44%)",
 # then "  Hits: 3 / 4 (75.00%)", maybe with lines of the script's stderr between them.
 CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s*Hits:\s+(\d+)")
@@ -85,8 +84,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-existing", action="store_true", help="skip variants already in the output channel")
     parser.add_argument("--test", choices=["native", "skip"], default="native",
                         help="run the recipe's test section after each build (default: native)")
-    parser.add_argument("--no-cache", action="store_true",
-                        help=f"do not use the compiler cache (default: ccache in ${CCACHE_ENV} or {CCACHE_HINT})")
+    parser.add_argument("--no-cache", action="store_true", help=f"do not use the compiler cache (default: ccache in "
+                        f"${CCACHE_ENV} or ~/.cache/causal-conv1d-conda/ccache)")
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,9 @@ class Job:
     cached_minutes: int  # every compile from the last run's cache (a recipe-only change)
 
 
-def jobs(directory: Path | None = None, platforms: tuple[str, ...] = PLATFORMS) -> list[Job]:
+def jobs(directory: Path | None = None) -> list[Job]:
     found = []
-    for platform in platforms:
+    for platform in PLATFORMS:
         if not (files := load_variant_files(directory, platform)):
             raise UsageError(f"no variant files (*.yaml) in {directory or variants_dir()}")
         prefix = "" if platform == "linux-64" else f"{platform.removeprefix('linux-')}-"

@@ -2,7 +2,6 @@
 
     ssm-conda gpu-test output/                      # every causal-conv1d and mamba-ssm package in it
     ssm-conda gpu-test output/ --cuda 13.0 --generation sm90 --package mamba-ssm   # the selectors of build
-    ssm-conda gpu-test FILE.conda --channel conda-forge --channel ./extra-channel
 
 Each test (the imports, then the package's pytest run) runs in a fresh environment. A GPU is required: without
 one the command refuses to start, and a run whose GPU tests were skipped counts as failed (the tests see no

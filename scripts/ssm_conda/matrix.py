@@ -185,8 +185,7 @@ def select(selection: Selection, files: Sequence[VariantFile] | None = None,
         config = {k: [str(x) for x in v] for k, v in vfile.data.items() if k != "zip_keys"} | fixed
         if asked is not None:
             chosen = [g for g in vfile.generations if g in asked]  # in the file's order
-            config["gpu_generation"] = chosen
-            config["cuda_arch_list"] = [vfile.generations[g] for g in chosen]
+            config |= {"gpu_generation": chosen, "cuda_arch_list": [vfile.generations[g] for g in chosen]}
         if selection.arch not in (None, ALL_ARCHS):
             # One package for the list asked for, gated like a generation (see the recipes).
             config["gpu_generation"] = ["native" if selection.arch == "native" else "custom"]
