@@ -30,9 +30,9 @@ from ssm_conda.selection import add_selector_arguments, selection_from_args
 from ssm_conda.upload.archives import LocalPackage, check_all, select_packages
 from ssm_conda.upload.targets import AnacondaTarget, ArtifactoryTarget, PrefixTarget, QuetzTarget, S3Target, Target, one_line
 
+Outcomes = dict[str, Outcome]  # filename -> its row in the summary
 # ---- the command line, resolved once with the environment; its errors never repeat a typed value (it may be a secret)
 TARGET_CLASSES = {c.name: c for c in (PrefixTarget, AnacondaTarget, QuetzTarget, ArtifactoryTarget, S3Target)}
-TARGETS = tuple(TARGET_CLASSES)
 SECRET_LIKE_RE = re.compile(r"key|token|secret|pass|auth|cred", re.I)
 OLD_DESTINATION = ("-c", "--channel")  # upload's destination before --to; everywhere else a channel to read from
 
@@ -88,7 +88,7 @@ class UploadParser(ArgumentParser):
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
         words = list(sys.argv[1:] if args is None else args)
         # Checked first up to the target name: argparse would take the word after an unknown option for the target.
-        ahead = itertools.takewhile(lambda word: word not in ("--", *TARGETS), words)
+        ahead = itertools.takewhile(lambda word: word not in ("--", *TARGET_CLASSES), words)
         unknown = [w for w in ahead if w.startswith("-") and not w[1:2].isdigit()  # -1 is a value
                    and option_name(w) not in self._option_string_actions]
         if not unknown:
@@ -96,7 +96,7 @@ class UploadParser(ArgumentParser):
         if unknown:
             raise UsageError(f"{self.prog}: {unrecognised(unknown, self)}")
         if getattr(namespace, "target", "") is None:
-            raise UsageError(f"name a target; accepted: {', '.join(TARGETS)}")
+            raise UsageError(f"name a target; accepted: {', '.join(TARGET_CLASSES)}")
         return namespace, unknown
 
 
@@ -137,10 +137,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         child.add_argument("--workspace", type=Path, metavar="DIR", help="the checkout holding recipe/ and variants/")
         for action in child._actions[own:]:
             action.default = argparse.SUPPRESS  # a value given before the target name is not reset by a default
-
-
-# ---- the run
-Outcomes = dict[str, Outcome]  # filename -> its row in the summary
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,10 +206,8 @@ def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcom
 
 def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
     """Upload in order, stopping at the first failure; returns it as one line."""
-    for pkg in packages:
+    for pkg in [p for p in packages if outcomes[p.filename].result == "pending"]:
         outcome = outcomes[pkg.filename]
-        if outcome.result != "pending":
-            continue
         print(f"uploading {pkg.filename} ({human_size(pkg.size)})", flush=True)
         start = time.monotonic()
         try:
@@ -241,10 +235,9 @@ def make_served(target: Target, options: UploadOptions, packages: list[LocalPack
     problems = wait_until_served(target, uploaded, options.verify_timeout, options.verbose)
     for pkg in uploaded:
         outcome = outcomes[pkg.filename]
+        outcome.detail = problems.get(pkg.filename, "listed in the channel's repodata")
         if pkg.filename in problems:
-            outcome.result, outcome.detail = "not served", problems[pkg.filename]
-        else:
-            outcome.detail = "listed in the channel's repodata"
+            outcome.result = "not served"
     return next((f"{name}: uploaded but {why}" for name, why in problems.items()), None)
 
 

@@ -1,7 +1,6 @@
-"""Upload destinations, one frozen dataclass per server, its `option` fields its command line and environment, resolved
-once by command.resolve; py-rattler-build uploads (S3: boto3 puts the files, py-rattler indexes them, with the AWS
-credential chain). Credentials come from the environment or rattler's auth storage, never from options; every value we
-see is masked."""
+"""Upload destinations: a frozen dataclass per server, its `option` fields its command line (read by command.resolve);
+py-rattler-build uploads (S3: boto3 puts the files, py-rattler indexes them). Credentials come from the environment or
+rattler's auth storage (S3: the AWS credential chain), never from options; every value we see is masked."""
 
 from __future__ import annotations
 
@@ -83,8 +82,7 @@ def http_get_json(url: str, headers: dict[str, str], what: str) -> Any:
             raise PipelineError(f"{what} rejected the credentials (HTTP {exc.code}) for {mask(url)}") from exc
         raise PipelineError(f"{what} answered HTTP {exc.code} for {mask(url)}") from exc
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise PipelineError(f"cannot reach {what} at {mask(url)}: {one_line(reason)}") from exc
+        raise PipelineError(f"cannot reach {what} at {mask(url)}: {one_line(getattr(exc, 'reason', exc))}") from exc
     except ValueError as exc:
         raise PipelineError(f"{what} sent something that is not JSON for {mask(url)}") from exc
 
@@ -117,7 +115,7 @@ class Target:
     trusted = False  # whether rattler-build authenticates by itself (prefix.dev's trusted publishing)
     read_header = ("Authorization", "Bearer ")  # the header our reads send the key in, and its prefix (None: no key)
 
-    def __init_subclass__(cls, **names: str) -> None:
+    def __init_subclass__(cls, **names: Any) -> None:
         """A server's class keywords set the names above; its fields make it a frozen dataclass too."""
         super().__init_subclass__()
         for attr, value in names.items():
@@ -236,9 +234,8 @@ class PrefixTarget(Target, name="prefix", server="prefix.dev", env_var="PREFIX_A
 
 
 class AnacondaTarget(Target, name="anaconda", server="anaconda.org", env_var="ANACONDA_API_KEY", login_flag="--conda-token",
+                     read_header=None,  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
                      help="anaconda.org: $ANACONDA_API_KEY, or a stored CondaToken for api.anaconda.org"):
-    read_header = None  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
-
     to: str = option("the user or organisation on anaconda.org to upload to", metavar="OWNER")
     label: str = option("channel label (default: main)", "main")
     url: str = option("API URL (default: https://api.anaconda.org)", "https://api.anaconda.org", type=http_url)
@@ -254,9 +251,7 @@ class AnacondaTarget(Target, name="anaconda", server="anaconda.org", env_var="AN
 
 
 class QuetzTarget(Target, name="quetz", server="quetz", env_var="QUETZ_API_KEY", login_flag="--conda-token",
-                  help="a Quetz server: $QUETZ_API_KEY, or a stored CondaToken for its host"):
-    read_header = ("X-API-Key", "")
-
+                  help="a Quetz server: $QUETZ_API_KEY, or a stored CondaToken for its host", read_header=("X-API-Key", "")):
     to: str = option("the channel on the server to upload to", metavar="CHANNEL")
     url: str = option("server URL, e.g. https://quetz.example.org", type=http_url)
 
@@ -339,7 +334,6 @@ class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID", logi
         return (f"no credentials for s3://{self.bucket}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
                 "AWS_PROFILE (the AWS credential chain, as boto3 reads it)")
 
-    # ---- the bucket
     @functools.cached_property
     def client(self) -> Any:
         config = Config(s3={"addressing_style": "path" if self.addressing_style == "path" else "virtual"},
