@@ -49,8 +49,7 @@ def parse_arch_list(value: str) -> list[ArchEntry]:
     """ "8.0;9.0+PTX" (';', ',' or spaces between entries) -> [ArchEntry("8.0"), ArchEntry("9.0", True)]."""
     entries = []
     for raw in filter(None, SEPARATORS_RE.split(value.strip())):
-        match = ENTRY_RE.fullmatch(raw)
-        if match is None:
+        if (match := ENTRY_RE.fullmatch(raw)) is None:
             raise ArchListError(raw)
         entries.append(ArchEntry(f"{int(match[1])}.{int(match[2])}", bool(match[3])))
     return entries

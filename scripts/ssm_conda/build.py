@@ -258,8 +258,7 @@ def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence
 
 def planned(options: PlanOptions, selection: Selection | None = None) -> list[PlannedVariant]:
     """The variants of `selection` (default: the options'), rendered as the options say."""
-    overrides = standin_overrides(options.channels)
-    if overrides:
+    if overrides := standin_overrides(options.channels):  # bound, empty or not: the keys below join it
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
     if options.line_info:
         overrides["nvcc_lineinfo"] = ["1"]
@@ -330,7 +329,6 @@ def run(args: argparse.Namespace) -> int:
     index_channel(output_dir)
     print()
     print_summary(outcomes)
-    failed = [o for o in outcomes if o.failed]
-    if failed:
+    if failed := [o for o in outcomes if o.failed]:
         raise PipelineError(f"{len(failed)} of {len(outcomes)} variant(s) failed: {', '.join(o.variant for o in failed)}")
     return 0

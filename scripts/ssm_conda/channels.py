@@ -106,8 +106,7 @@ def channel_repodata(channels: Sequence[str], subdirs: Sequence[str]) -> list[Sp
     """The repodata of each channel's subdirs, each read once; a channel that has none of them is an error."""
     found = []
     for channel in channels:
-        answered = [r for r in (fetch_repodata(channel, subdir) for subdir in subdirs) if r is not None]
-        if not answered:
+        if not (answered := [r for r in (fetch_repodata(channel, subdir) for subdir in subdirs) if r is not None]):
             error = UsageError if channel.startswith("file://") else PipelineError
             raise error(f"channel {channel} is not a conda channel: it has no repodata.json for {', '.join(subdirs)}")
         found += answered

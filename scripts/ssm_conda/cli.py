@@ -43,11 +43,9 @@ COMMANDS = (
 
 
 @dataclass(frozen=True)
-class Tool:
-    """A console script: its name, the top of its --help, its subcommands."""
-
+class Tool:  # a console script: ssm-conda, or ssm-conda-dev on the same parser
     prog: str
-    description: str
+    description: str  # the top of its --help
     commands: tuple[Command, ...]
 
 
@@ -92,8 +90,7 @@ def main(argv: Sequence[str] | None = None, tool: Tool = SSM_CONDA) -> int:
 
     def dispatch(args: Sequence[str] | None) -> int:
         parsed = parse_args(args, tool)
-        chosen = parsed.workspace or os.environ.get(WORKSPACE_ENV)
-        if chosen:
+        if chosen := parsed.workspace or os.environ.get(WORKSPACE_ENV):
             choose_workspace(Path(chosen))
         command: Command = parsed._command
         return getattr(importlib.import_module(command.module), command.run)(parsed)

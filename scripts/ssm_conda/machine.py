@@ -1,5 +1,4 @@
-"""The machine's NVIDIA driver and GPUs, from py-rattler's virtual packages and nvidia-smi. Without a driver
-or a GPU every probe answers None or [], so build machines without one work."""
+"""The NVIDIA driver and GPUs (py-rattler's virtual packages, nvidia-smi); without them every probe answers None or []."""
 
 from __future__ import annotations
 

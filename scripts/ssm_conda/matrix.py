@@ -1,5 +1,4 @@
-"""The variant matrix: variants/*.yaml, one file per CUDA version, read, selected and rendered by rattler-build
-itself, so the lists, build strings and hashes shown are the ones a build produces."""
+"""The variant matrix: variants/*.yaml, read, selected and rendered by rattler-build itself, as a build renders it."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ class VariantFile:
     @property
     def generations(self) -> dict[str, str]:
         """gpu_generation -> its TORCH_CUDA_ARCH_LIST, in the file's order ("all" first)."""
-        return dict(zip((str(g) for g in self.data["gpu_generation"]),
-                        (str(a) for a in self.data["cuda_arch_list"]), strict=True))
+        return dict(zip(map(str, self.data["gpu_generation"]), map(str, self.data["cuda_arch_list"]), strict=True))
 
     @property
     def arch_list(self) -> str:

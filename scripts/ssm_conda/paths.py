@@ -1,5 +1,4 @@
-"""Where things are: the workspace (found from the current directory upwards as git finds a checkout, or
---workspace), and the cache outside any clone."""
+"""Where things are: the workspace (found upwards from the current directory, or --workspace), and the cache."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def workspace() -> Path:
     if _chosen is not None:
         return _chosen
     here = Path.cwd().resolve()
-    found = next((folder for folder in (here, *here.parents) if is_workspace(folder)), None)
-    if found is None:
+    if (found := next((folder for folder in (here, *here.parents) if is_workspace(folder)), None)) is None:
         raise UsageError(f"no causal-conv1d-conda checkout in {here} or above it (a folder holding recipe/ and variants/): "
                          "run this inside one, or pass --workspace DIR")
     return found
