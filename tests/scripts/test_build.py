@@ -16,7 +16,7 @@ from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
 
 from tests.bad_input import read_only
 from tests.bad_input.build import ONE
-from tests.bad_input.gpu_test import tiny_package
+from tests.bad_input.gpu_check import tiny_package
 from tests.rendered import whole_matrix
 from tests.repo import REPO_ROOT, VARIANTS_DIR
 

@@ -10,7 +10,7 @@ from ssm_conda.channels import channel_repodata, index_channel, name_and_build_o
 from ssm_conda.console import PipelineError, UsageError
 
 from tests.bad_input import read_only
-from tests.bad_input.gpu_test import tiny_package
+from tests.bad_input.gpu_check import tiny_package
 
 
 def test_index_creates_repodata_for_native_and_noarch(tmp_path):

@@ -13,7 +13,7 @@ from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.matrix import Selection
 from ssm_conda.project import NAMES as PACKAGES
 
-from tests.bad_input.gpu_test import BUILD, PASSED, tiny_package
+from tests.bad_input.gpu_check import BUILD, PASSED, tiny_package
 from tests.damaged_archives import garbage_pkg_member
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 
