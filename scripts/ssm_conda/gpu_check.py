@@ -98,8 +98,8 @@ class GpuTestOptions:
 
 
 def run_package(path: Path, test: GpuTestOptions, has_gpu: bool, outcomes: list[Outcome]) -> None:
-    """Run the package's tests, adding each one's outcome to `outcomes` as it ends."""
-    package = read_package(path)
+    """Run the package's tests (its archive checked by read_package already), adding each outcome as it ends."""
+    package = Package.from_file(path)
     if not package.tests:
         outcomes.append(Outcome(path.name, "-", "failed", detail="its test section holds no test"))
     # Without a GPU the package's own lower bounds stand in for the driver's __cuda and the GPU's __cuda_arch.
