@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ssm_conda.matrix import PlannedVariant
+from ssm_conda_dev.solving import solve_for_machine
 from ssm_conda_dev.standin.packages import COMPUTE_CAPABILITIES
 
 # Everything else the recipes' run requirements name, at a version each requirement accepts.
@@ -68,3 +69,10 @@ def write_channel(directory: Path, variants: Iterable[PlannedVariant]) -> str:
         (directory / subdir / "repodata.json").write_text(
             json.dumps({"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages}))
     return directory.as_uri()
+
+
+def picked(channel: str, package: str, cuda_arch: str | None) -> dict[str, str]:
+    """name -> GPU generation of what pixi's solver (py-rattler) installs for `package` on a CUDA 13.0 machine
+    whose oldest GPU is `cuda_arch` (None: no __cuda_arch); raises its SolverError."""
+    records = solve_for_machine([channel], [package], cuda="13.0", cuda_arch=cuda_arch, platform="linux-64")
+    return {r.name.normalized: str(r.build).split("_")[3] for r in records if r.name.normalized in ("causal-conv1d", "mamba-ssm")}

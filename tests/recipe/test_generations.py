@@ -12,7 +12,7 @@ from rattler.exceptions import SolverError
 from ssm_conda.matrix import Selection, plan
 from ssm_conda_dev.solving import solve_for_machine
 
-from tests.recipe.generation_channel import package_record, write_channel
+from tests.recipe.generation_channel import package_record, picked, write_channel
 
 VARIANTS = plan(Selection(cuda="13.0", python="3.12", torch="2.13"), target_platform="linux-64")
 
@@ -20,11 +20,6 @@ VARIANTS = plan(Selection(cuda="13.0", python="3.12", torch="2.13"), target_plat
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory) -> str:
     return write_channel(tmp_path_factory.mktemp("generations"), VARIANTS)
-
-
-def picked(channel: str, package: str, cuda_arch: str | None) -> dict[str, str]:
-    records = solve_for_machine([channel], [package], cuda="13.0", cuda_arch=cuda_arch, platform="linux-64")
-    return {r.name.normalized: str(r.build).split("_")[3] for r in records if r.name.normalized in ("causal-conv1d", "mamba-ssm")}
 
 
 @pytest.mark.parametrize(("cuda_arch", "generation"), [

@@ -13,10 +13,9 @@ from __future__ import annotations
 import pytest
 from rattler.exceptions import SolverError
 from ssm_conda.matrix import Selection, plan
-from ssm_conda_dev.solving import solve_for_machine
 
 from tests.conda_client import Conda, conda_python, linked
-from tests.recipe.generation_channel import write_channel
+from tests.recipe.generation_channel import picked, write_channel
 
 VARIANTS = plan(Selection(cuda="13.0", python="3.12", torch="2.13"), target_platform="linux-64")
 OURS = ("causal-conv1d", "mamba-ssm")
@@ -48,11 +47,11 @@ def conda_picks(conda: Conda, channel: str, cuda_arch: str | None, plugins: bool
 
 
 def rattler_picks(channel: str, cuda_arch: str | None) -> set[str] | str:
+    """The generation pixi's solver installs mamba-ssm (and causal-conv1d with it) of, or its refusal."""
     try:
-        records = solve_for_machine([channel], ["mamba-ssm"], cuda="13.0", cuda_arch=cuda_arch, platform="linux-64")
+        return set(picked(channel, "mamba-ssm", cuda_arch).values())
     except SolverError as exc:
         return f"SolverError: {exc}"
-    return generation_of({r.name.normalized: str(r.build) for r in records if r.name.normalized in OURS})
 
 
 @pytest.mark.parametrize(("cuda_arch", "generation"), [
