@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -278,8 +279,6 @@ def planned(options: PlanOptions, selection: Selection | None = None) -> list[Pl
 def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
     """A variants file that renders exactly these variants (`conda build -m`, `rattler-build build -m`):
     the keys that differ between them zipped together, the rest single values."""
-    if path.is_dir() or not path.parent.is_dir():
-        raise UsageError(f"--write-variants {path}: name a file in an existing folder")
     configs: list[dict[str, str]] = []
     for variant in variants:  # the variant keys the recipe uses, less the virtual and the machine's
         config = {k: v[0] for k, v in sorted(variant.config.items()) if not k.startswith("__") and k != "build_platform"}
@@ -292,13 +291,20 @@ def write_variants(path: Path, variants: Sequence[PlannedVariant]) -> None:
     if varying:
         data["zip_keys"] = [varying]
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(yaml.safe_dump(data, sort_keys=False))
-    partial.replace(path)  # never half a file under the name
+    try:
+        partial.write_text(yaml.safe_dump(data, sort_keys=False))
+        partial.replace(path)  # never half a file under the name
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # a folder that took no file takes no removal either
+            partial.unlink(missing_ok=True)
+        raise UsageError(f"--write-variants {path}: cannot write it ({exc.strerror})") from exc
     print(f"wrote {path} ({len(variants)} variant(s)): conda build recipe/PACKAGE -m {path}, or rattler-build build -m")
 
 
 def run_plan(args: argparse.Namespace) -> int:
     plan_options = PlanOptions.from_args(args)
+    if (path := plan_options.write_variants) and (path.is_dir() or not path.parent.is_dir()):
+        raise UsageError(f"--write-variants {path}: name a file in an existing folder")
     variants = planned(plan_options)
     rows = [(v.package, v.cuda, v.python, v.torch, v.generation, v.archs, v.build_string) for v in variants]
     print_table(["package", "CUDA", "Python", "torch", "generation", "archs", "build string"], rows)

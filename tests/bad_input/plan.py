@@ -20,4 +20,7 @@ CASES = [
     Case("plan-write-variants-to-a-folder", ("plan", "--cuda", "13.0", "--write-variants", "{tmp}"), "name a file in"),
     Case("plan-write-variants-into-no-folder", ("plan", "--cuda", "13.0", "--write-variants", "{tmp}/no/such.yaml"),
          "name a file in an existing folder"),
+    Case("plan-write-variants-into-a-read-only-folder", ("plan", "--cuda", "13.0", "--write-variants", "{tmp}/ro/sel.yaml"),
+         "sel.yaml: cannot write it (Read-only file system)",
+         setup=lambda c: ((c.tmp / "ro").mkdir(), c.read_only(c.tmp / "ro"))),
 ]
