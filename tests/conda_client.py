@@ -63,6 +63,8 @@ class Conda:
     def environment(self, cuda: str | None = "13.0", cuda_arch: str | None = None,
                     base: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in (base or os.environ).items() if not k.startswith(("CONDA", "_CONDA"))}
+        # conda-build's rattler-build shares the user's package cache rather than filling a second one in HOME.
+        env.setdefault("RATTLER_CACHE_DIR", str(Path.home() / ".cache" / "rattler" / "cache"))
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "condarc").write_text("channels: []\n")
         env.update(CONDARC=str(self.root / "condarc"), CONDA_PKGS_DIRS=str(self.root / "pkgs"),

@@ -1,8 +1,12 @@
 import importlib.util
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conda_client import Conda, conda_python
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,3 +85,12 @@ def workspace_is_this_checkout():
 
     os.environ[WORKSPACE_ENV] = str(REPO_ROOT)  # and the commands tests run as subprocesses
     choose_workspace(REPO_ROOT)
+
+
+@pytest.fixture(scope="module")
+def conda(tmp_path_factory) -> Iterator[Conda]:
+    """Real conda (tests/conda_client.py) with a root of its own, removed with the module: its package
+    cache holds GBs of extracted packages."""
+    client = Conda(conda_python(), tmp_path_factory.mktemp("conda"))
+    yield client
+    shutil.rmtree(client.root, ignore_errors=True)

@@ -29,7 +29,7 @@ from ssm_conda.matrix import Selection, plan
 from ssm_conda.paths import cache_dir
 from ssm_conda_dev.solving import install_into_prefix, solve_for_machine
 
-from tests.conda_client import Conda, conda_python, linked
+from tests.conda_client import linked
 from tests.recipe.causal_conv1d.recipe_modules import SHARED_TESTS, load_recipe_module
 from tests.recipe.generation_channel import package_record
 from tests.standin_channel import CUDA, GENERATION, GPU, PYTHON, TORCH, TORCH_NEXT, run, without_system_cuda
@@ -311,11 +311,6 @@ def test_mamba_ssm_for_another_python_reuses_its_cuda_objects(standin, built, bu
     assert cache_hits(log) == "9/10", [line for line in log.splitlines() if "Hits:" in line or "Misses:" in line]
     print(f"mamba-ssm for Python {python_b[0]} with the cache: {human_duration(seconds_b)}, "
           f"{seconds_b / built_mamba[2]:.2f} of the first build (figures, not asserted)")
-
-
-@pytest.fixture(scope="module")
-def conda(tmp_path_factory) -> Conda:
-    return Conda(conda_python(), tmp_path_factory.mktemp("conda"))
 
 
 def build_string(package: Path) -> str:

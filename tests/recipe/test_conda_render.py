@@ -11,14 +11,9 @@ import yaml
 from ssm_conda.matrix import load_variant_files
 from ssm_conda.project import NAMES as PACKAGES
 
-from tests.conda_client import Conda, conda_python
+from tests.conda_client import Conda
 from tests.rendered import whole_matrix
 from tests.repo import RECIPES_DIR, REPO_ROOT
-
-
-@pytest.fixture(scope="module")
-def conda(tmp_path_factory) -> Conda:
-    return Conda(conda_python(), tmp_path_factory.mktemp("conda"))
 
 
 def conda_render(conda: Conda, package: str, *args: str) -> dict[str, list[str]]:

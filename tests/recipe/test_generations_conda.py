@@ -14,7 +14,7 @@ import pytest
 from rattler.exceptions import SolverError
 from ssm_conda.matrix import Selection, plan
 
-from tests.conda_client import Conda, conda_python, linked
+from tests.conda_client import Conda, linked
 from tests.recipe.generation_channel import picked, write_channel
 
 VARIANTS = plan(Selection(cuda="13.0", python="3.12", torch="2.13"), target_platform="linux-64")
@@ -24,11 +24,6 @@ OURS = ("causal-conv1d", "mamba-ssm")
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory) -> str:
     return write_channel(tmp_path_factory.mktemp("generations"), VARIANTS)
-
-
-@pytest.fixture(scope="module")
-def conda(tmp_path_factory) -> Conda:
-    return Conda(conda_python(), tmp_path_factory.mktemp("conda"))
 
 
 def generation_of(builds: dict[str, str]) -> set[str]:
