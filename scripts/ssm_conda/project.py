@@ -12,7 +12,6 @@ class Package:
     name: str  # the conda package, and its folder in recipe/
     module: str  # the Python package it installs: import name and distribution
     extensions: tuple[str, ...]  # its compiled CUDA extensions
-    env_prefix: str  # of the environment variables its test section reads
     needs: tuple[str, ...] = ()  # packages it calls: built before it, installed with it
     # CI's expected build times, measured on 2 cores against the stand-in channel, CUDA 13.0 (docs/ci.md):
     cold_s: int = 0  # the first Python of a job, empty compiler cache, sm90 (one architecture)
@@ -20,10 +19,8 @@ class Package:
 
 
 # In build order: a package comes after the packages it needs (mamba-ssm calls causal_conv1d).
-PACKAGES = (
-    Package("causal-conv1d", "causal_conv1d", ("causal_conv1d_cuda",), "CAUSAL_CONV1D_", cold_s=356, cached_s=60),
-    Package("mamba-ssm", "mamba_ssm", ("selective_scan_cuda",), "MAMBA_SSM_", ("causal-conv1d",), cold_s=419, cached_s=76),
-)
+PACKAGES = (Package("causal-conv1d", "causal_conv1d", ("causal_conv1d_cuda",), cold_s=356, cached_s=60),
+            Package("mamba-ssm", "mamba_ssm", ("selective_scan_cuda",), ("causal-conv1d",), cold_s=419, cached_s=76))
 NAMES = tuple(p.name for p in PACKAGES)
 
 
