@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ssm_conda.matrix import Selection, VariantFile, load_variant_files, plan
 from ssm_conda.project import NAMES as PACKAGES
@@ -24,21 +24,16 @@ def without_hash(build: str) -> str:
     return HASH_SUFFIX_RE.sub("", build)
 
 
-def add_selector_arguments(parser: argparse.ArgumentParser, package_help: str, suppress: bool = False) -> None:
-    """--package/--cuda/--python/--torch/--generation/--arch. With `suppress`, no defaults: the flags
-    of a sub-parser whose parent has them too (upload's targets) do not reset what was given before."""
-
-    def add(*flags: str, default: Any = None, **kwargs: Any) -> None:
-        parser.add_argument(*flags, default=argparse.SUPPRESS if suppress else default, **kwargs)
-
-    add("--package", action="append", choices=PACKAGES, help=package_help)
-    add("--cuda", help="the variants of this CUDA version: a file in variants/ (e.g. 13.0)")
-    add("--python", help="the variants of this Python X.Y (default: every one in variants/)")
-    add("--torch", help="the variants of this pytorch minor X.Y (default: every one in variants/)")
-    add("--generation", action="append", help="the variants of this GPU generation (repeatable; default: every one the "
-        "variant file lists): all (the all-architecture package) or a per-generation one, e.g. sm90")
-    add("--arch", help='the variant for these GPU architectures instead of the variant file\'s lists: native (the GPUs '
-        'here) or a list such as "8.0;9.0+PTX"')
+def add_selector_arguments(parser: argparse.ArgumentParser, package_help: str) -> None:
+    """--package/--cuda/--python/--torch/--generation/--arch."""
+    parser.add_argument("--package", action="append", choices=PACKAGES, help=package_help)
+    parser.add_argument("--cuda", help="the variants of this CUDA version: a file in variants/ (e.g. 13.0)")
+    parser.add_argument("--python", help="the variants of this Python X.Y (default: every one in variants/)")
+    parser.add_argument("--torch", help="the variants of this pytorch minor X.Y (default: every one in variants/)")
+    parser.add_argument("--generation", action="append", help="the variants of this GPU generation (repeatable; default: every "
+                        "one the variant file lists): all (the all-architecture package) or a per-generation one, e.g. sm90")
+    parser.add_argument("--arch", help='the variant for these GPU architectures instead of the variant file\'s lists: native '
+                        '(the GPUs here) or a list such as "8.0;9.0+PTX"')
 
 
 def selection_from_args(args: argparse.Namespace) -> Selection:
@@ -50,8 +45,7 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
 
 def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, str]], selection: Selection,
                  variants_dir: Path | None = None) -> list[T]:
-    """The built packages among `items` that are variants `selection` chooses, reading `variants_dir` (default:
-    the workspace's) only where a selector names a variant."""
+    """The `items` that are variants `selection` chooses; `variants_dir` (default: the workspace's) is read only if needed."""
     items = list(items)
     if selection == Selection():  # no selector: everything (upload sends whatever the channel holds)
         return items
@@ -62,10 +56,9 @@ def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, st
     return [item for item, name, build in named if (name, without_hash(build)) in wanted]
 
 
-def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None,
-               package: str = PACKAGES[0]) -> str:
+def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None) -> str:
     """A glob of the build strings of one (CUDA, Python, torch) variant, of `generation` or any, less the hash."""
-    selection = Selection(cuda=vfile.cuda, python=python, torch=torch,
-                          generations=(generation,) if generation else None, packages=(package,))
+    selection = Selection(cuda=vfile.cuda, python=python, torch=torch, generations=(generation,) if generation else None,
+                          packages=PACKAGES[:1])
     rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
     return os.path.commonprefix(rendered) + "*"
