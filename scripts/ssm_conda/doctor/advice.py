@@ -163,8 +163,6 @@ def advise(facts: Facts, files: Sequence[VariantFile], versions: Mapping[str, st
              f"--python {target.python} --torch {target.torch} {archs}")
     told = facts.conda is not None and "__cuda_arch" in facts.conda.virtual  # conda sees the GPU by itself
     cuda_arch = facts.driver.compute_caps[0] if pinned and pinned != ALL_ARCHS and not told else None
-    install = (install_commands(facts, vfile.cuda, build_string, channels, chosen, target.python, cuda_arch)
-               if packaged else [])
+    install = install_commands(facts, vfile.cuda, build_string, channels, chosen, target.python, cuda_arch) if packaged else []
     return Advice(cuda=vfile.cuda, variant_file=vfile.display_path, python=target.python, torch=target.torch, reason=reason,
-                  build_string=build_string, generation=generation, install=install, build=[build],
-                  findings=findings)
+                  build_string=build_string, generation=generation, install=install, build=[build], findings=findings)

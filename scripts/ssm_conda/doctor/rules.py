@@ -113,10 +113,9 @@ def installed_package(facts: Facts, files: Sequence[VariantFile]) -> list[Findin
             problems.append(f"CUDA {tag['cuda_major']} (here {major(torch.cuda)})")
         if torch.cxx11_abi is not None and tag["cxx11_abi"] != torch.cxx11_abi:
             problems.append(f"cxx11abi={tag['cxx11_abi']} (here {torch.cxx11_abi})")
-        return [warning("pip-wheel-mismatch",
-                        f"causal-conv1d {dist.version} (installed by {dist.installer or 'pip'}) is a prebuilt wheel for "
-                        f"{', '.join(problems)}: importing it fails with `undefined symbol` or crashes; uninstall it and "
-                        "use the command below")] if problems else []
+        return [warning("pip-wheel-mismatch", f"causal-conv1d {dist.version} (installed by {dist.installer or 'pip'}) is a "
+                        f"prebuilt wheel for {', '.join(problems)}: importing it fails with `undefined symbol` or crashes; "
+                        "uninstall it and use the command below")] if problems else []
     if dist.installer and facts.env.kind in ("conda", "pixi"):
         return [note("installed-by-pip", f"causal-conv1d {dist.version} was installed by {dist.installer}, not conda: "
                      "uninstall it before installing the conda package")]
@@ -137,46 +136,39 @@ def extension_import_failed(facts: Facts, files: Sequence[VariantFile]) -> list[
 
 
 def ssm_pair(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    """mamba-ssm without causal-conv1d, or with one whose version does not fit (mamba-ssm 2.3 needs causal-conv1d
-    >= 1.7, an older mamba-ssm the causal_conv1d_cuda signature 1.7 changed)."""
+    """mamba-ssm without causal-conv1d, or with one whose version does not fit (mamba #436: the messages say why)."""
     mamba, conv = facts.interpreter.mamba_ssm, facts.interpreter.causal_conv1d
     if mamba is None:
         return []
     if conv is None:
-        return [note("mamba-without-causal-conv1d",
-                     f"mamba-ssm {mamba.version} is installed without causal-conv1d: Mamba falls back to the slower "
-                     "nn.Conv1d path, but Mamba2 (default use_mem_eff_path=True) fails with `'NoneType' object is not "
-                     "callable` and its varlen inputs need the package; install causal-conv1d (the mamba-ssm package "
-                     "brings it)")]
+        return [note("mamba-without-causal-conv1d", f"mamba-ssm {mamba.version} is installed without causal-conv1d: Mamba falls "
+                     "back to the slower nn.Conv1d path, but Mamba2 (default use_mem_eff_path=True) fails with `'NoneType' "
+                     "object is not callable` and its varlen inputs need the package; install causal-conv1d (the mamba-ssm "
+                     "package brings it)")]
     new_mamba, new_conv = version_key(mamba.version) >= (2, 3), version_key(conv.version) >= (1, 7)
     pair = f"mamba-ssm {mamba.version} with causal-conv1d {conv.version}"
     if new_mamba and not new_conv:
-        return [warning("causal-conv1d-too-old",
-                        f"{pair}: mamba-ssm 2.3 needs causal_conv1d.cpp_functions (causal-conv1d >= 1.7); without it "
-                        "Mamba fails with `AssertionError: causal_conv1d_cuda is not available` and Mamba2 with "
-                        "`'NoneType' object is not callable` (older pairs fail with `incompatible function arguments` "
-                        "instead, mamba #436); install causal-conv1d >= 1.7 built for the same torch (the "
-                        "mamba-ssm package brings it)")]
+        return [warning("causal-conv1d-too-old", f"{pair}: mamba-ssm 2.3 needs causal_conv1d.cpp_functions (causal-conv1d >= "
+                        "1.7); without it Mamba fails with `AssertionError: causal_conv1d_cuda is not available` and Mamba2 with "
+                        "`'NoneType' object is not callable` (older pairs fail with `incompatible function arguments` instead, "
+                        "mamba #436); install causal-conv1d >= 1.7 built for the same torch (the mamba-ssm package brings it)")]
     if new_conv and not new_mamba:
-        return [warning("mamba-ssm-too-old",
-                        f"{pair}: mamba-ssm < 2.3 calls causal_conv1d_cuda with the signature causal-conv1d 1.7 changed "
-                        "and fails with `causal_conv1d_fwd(): incompatible function arguments` (mamba #436); install "
+        return [warning("mamba-ssm-too-old", f"{pair}: mamba-ssm < 2.3 calls causal_conv1d_cuda with the signature causal-conv1d "
+                        "1.7 changed and fails with `causal_conv1d_fwd(): incompatible function arguments` (mamba #436); install "
                         "mamba-ssm >= 2.3 (the mamba-ssm package below) or causal-conv1d < 1.7")]
     return []
 
 
 MACHINE_RULES: tuple[Callable[[Facts, Sequence[VariantFile]], list[Finding]], ...] = (
-    probe_failed, driver_missing, torch_unusable, own_project_env, no_variant_files, torch_cuda_not_packaged,
-    installed_package, extension_import_failed, ssm_pair,
-)
+    probe_failed, driver_missing, torch_unusable, own_project_env, no_variant_files, torch_cuda_not_packaged, installed_package,
+    extension_import_failed, ssm_pair)
 
 
 def driver_too_old(facts: Facts, target: Target) -> list[Finding]:
     cuda, driver_cuda = target.variant.cuda, facts.driver_cuda
     if driver_cuda and major(cuda) > major(driver_cuda):
-        return [warning("driver-too-old",
-                        f"the driver supports CUDA {driver_cuda}, the CUDA {cuda} package (and a torch built with it) "
-                        f"needs a driver >= {MIN_DRIVER_FOR_MAJOR.get(str(major(cuda)), '?')}: update the driver")]
+        return [warning("driver-too-old", f"the driver supports CUDA {driver_cuda}, the CUDA {cuda} package (and a torch built "
+                        f"with it) needs a driver >= {MIN_DRIVER_FOR_MAJOR.get(str(major(cuda)), '?')}: update the driver")]
     return []
 
 
@@ -197,10 +189,9 @@ def pip_torch_in_conda_env(facts: Facts, target: Target) -> list[Finding]:
     torch = facts.interpreter.torch
     if torch is None or torch.dist is None or torch.dist.from_conda or facts.env.kind not in ("conda", "pixi"):
         return []
-    return [warning("pip-torch-in-conda-env",
-                    f"torch {torch.version} was installed by {torch.dist.installer or 'pip'}, not conda: the conda "
-                    "package depends on conda-forge pytorch and would install a second torch over it; replace it (`pip "
-                    f"uninstall torch`, then install pytorch={target.torch}=cuda{target.variant.cuda.replace('.', '')}* "
+    return [warning("pip-torch-in-conda-env", f"torch {torch.version} was installed by {torch.dist.installer or 'pip'}, not "
+                    "conda: the conda package depends on conda-forge pytorch and would install a second torch over it; replace "
+                    f"it (`pip uninstall torch`, then install pytorch={target.torch}=cuda{target.variant.cuda.replace('.', '')}* "
                     "from conda-forge) or build from source")]
 
 
@@ -214,11 +205,10 @@ def gpu_not_covered(facts: Facts, target: Target) -> list[Finding]:
             nvcc_too = "" if gpu.compute_cap in vfile.arch_supported else (
                 f" (nvcc {vfile.cuda} cannot target it either: use a newer CUDA)")
             found.append(warning(
-                "arch-not-packaged",
-                f"GPU {gpu.index} ({gpu.name}, {gpu.sm}) is {'newer than every' if newer else 'not among the'} "
-                f"architecture{'s' if newer else ''} in the CUDA {vfile.cuda} package ({vfile.arch_list}) and no PTX "
-                f"covers it: expect `no kernel image is available for execution on the device`; build with --arch "
-                f"native{nvcc_too}", unpackaged=True))
+                "arch-not-packaged", f"GPU {gpu.index} ({gpu.name}, {gpu.sm}) is "
+                f"{'newer than every' if newer else 'not among the'} architecture{'s' if newer else ''} in the CUDA {vfile.cuda} "
+                f"package ({vfile.arch_list}) and no PTX covers it: expect `no kernel image is available for execution on the "
+                f"device`; build with --arch native{nvcc_too}", unpackaged=True))
         elif "PTX" in how:
             found.append(note("arch-ptx", f"GPU {gpu.index} ({gpu.sm}) runs {how}; a --arch native build avoids the JIT"))
     return found
@@ -228,11 +218,10 @@ def sm103_nvcc13(facts: Facts, target: Target) -> list[Finding]:
     """nvcc 13.x compiles wrong sm_103 code (upstream causal-conv1d #105)."""
     if "10.3" not in facts.driver.compute_caps or major(target.variant.cuda) < 13:
         return []
-    return [warning("sm103-nvcc13",
-                    f"sm_103 GPU (B300/GB300) with CUDA {target.variant.cuda}: nvcc 13.x compiles wrong sm_103 code for "
-                    "the forward and update kernels (upstream causal-conv1d #105). The packages ship sm_100 code, which "
-                    "runs correctly there; never build with --arch 10.3 (or `pip install` from source, which adds "
-                    "sm_103) using nvcc 13")]
+    return [warning("sm103-nvcc13", f"sm_103 GPU (B300/GB300) with CUDA {target.variant.cuda}: nvcc 13.x compiles wrong sm_103 "
+                    "code for the forward and update kernels (upstream causal-conv1d #105). The packages ship sm_100 code, which "
+                    "runs correctly there; never build with --arch 10.3 (or `pip install` from source, which adds sm_103) using "
+                    "nvcc 13")]
 
 
 def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
@@ -242,9 +231,8 @@ def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
         return []
     if wheel.wheel_tag is not None and int(wheel.wheel_tag["cuda_major"]) < 13:
         return []
-    return [warning("sm103-pip-build",
-                    f"causal-conv1d {wheel.version} was installed by {wheel.installer or 'pip'}: if it was compiled "
-                    "with nvcc 13 it carries the broken sm_103 code; replace it with the conda package")]
+    return [warning("sm103-pip-build", f"causal-conv1d {wheel.version} was installed by {wheel.installer or 'pip'}: if it was "
+                    "compiled with nvcc 13 it carries the broken sm_103 code; replace it with the conda package")]
 
 
 def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
@@ -259,15 +247,12 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
                       for n, d in dists)
     pip = " ".join(n for n, d in dists if not d.from_conda)
     build = build_glob(target.variant, target.python, target.torch)
-    return [warning("ssm-torch-mismatch",
-                    f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions "
-                    "fail with `undefined symbol` or crash; install the matching pair from this project's channel: "
+    return [warning("ssm-torch-mismatch", f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions fail "
+                    "with `undefined symbol` or crash; install the matching pair from this project's channel: "
                     + (f"`{shlex.quote(interp.executable)} -m pip uninstall -y {pip}`, then " if pip else "")
-                    + f'`conda install {channel_args(target.channels)} "mamba-ssm=*={build}" '
-                    f'"causal-conv1d=*={build}"`')]
+                    + f'`conda install {channel_args(target.channels)} "mamba-ssm=*={build}" "causal-conv1d=*={build}"`')]
 
 
 TARGET_RULES: tuple[Callable[[Facts, Target], list[Finding]], ...] = (
-    driver_too_old, minor_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13,
-    sm103_pip_build, ssm_torch_mismatch,
-)
+    driver_too_old, minor_not_packaged, pip_torch_in_conda_env, gpu_not_covered, sm103_nvcc13, sm103_pip_build,
+    ssm_torch_mismatch)
