@@ -63,8 +63,7 @@ def lowest_arch(arch_list: str) -> str:
 def arch_covers(cap: str, arch_list: str) -> str | None:
     """How code built for arch_list runs on a GPU of compute capability cap, or None if it can't: a cubin for
     X.y runs on X.z with z >= y (same major); PTX for V JIT-compiles on any cap >= V."""
-    entries = parse_arch_list(arch_list)
-    key = version_key(cap)
+    entries, key = parse_arch_list(arch_list), version_key(cap)
     if any(e.cap == cap for e in entries):
         return f"sm_{cap.replace('.', '')} code"
     if same_major := [e for e in entries if e.key[0] == key[0] and e.key <= key]:
@@ -74,10 +73,8 @@ def arch_covers(cap: str, arch_list: str) -> str | None:
     return None
 
 
-def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence[str],
-                        detect: Callable[[], list[str]]) -> str:
-    """--arch (all: `default`; native: what `detect` finds; or "8.0;9.0+PTX") as a TORCH_CUDA_ARCH_LIST of
-    CUDA `cuda`, whose nvcc builds the capabilities `supported`."""
+def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence[str], detect: Callable[[], list[str]]) -> str:
+    """--arch (all: `default`; native: what `detect` finds; or "8.0;9.0+PTX") as a TORCH_CUDA_ARCH_LIST of CUDA `cuda`."""
     accepted = f"accepted: all, native, or ';'-separated from {', '.join(supported)} (append +PTX for PTX)"
     if value == "all":
         return default
@@ -94,5 +91,4 @@ def resolve_arch_option(value: str, cuda: str, default: str, supported: Sequence
         raise UsageError(f"--arch is empty; {accepted}")
     if unknown := next((entry for entry in entries if entry.cap not in supported), None):
         raise UsageError(f"unknown architecture {str(unknown)!r} for CUDA {cuda}; {accepted}")
-    # ascending: the recipes read the lowest architecture from the front of the list
-    return ";".join(str(e) for e in sorted(entries, key=lambda e: e.key))
+    return ";".join(str(e) for e in sorted(entries, key=lambda e: e.key))  # ascending: the recipes read the lowest first

@@ -25,8 +25,7 @@ CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+
 
 
 def index_channel(channel_dir: Path, force: bool = False) -> None:
-    """Write repodata.json for every subdir (noarch/ too: conda requires it to exist); `force` re-reads every
-    package, for channels whose files were replaced under the same name."""
+    """Write repodata.json for every subdir (noarch/ too: conda requires it); `force` re-reads files replaced under their name."""
     from rattler import Subdir
     from rattler.index import index_fs
 
@@ -69,8 +68,7 @@ def normalise_channel(channel: str) -> str:
 
 
 def rattler_client(headers: dict[str, str] | None = None) -> Client:
-    """py-rattler's HTTP client with rattler's auth storage. A malformed auth file is bad input, not "no
-    credentials" (rattler-build reads it as none); its parser's detail may quote a token: only where is shown."""
+    """py-rattler's client on rattler's auth storage; a malformed auth file is bad input, never quoted (it may hold a token)."""
     from rattler.networking import AuthenticationMiddleware, Client
 
     try:
@@ -162,8 +160,7 @@ def _entry_problem(path: Path, entry: PathsEntry) -> str | None:
 
 
 def check_archive(path: Path) -> IndexJson:
-    """The index.json of an archive py-rattler unpacked completely (every member decompressed, CRCs
-    checked) whose files are all there as info/paths.json lists them; else ValueError saying why."""
+    """The index.json of an archive py-rattler unpacks completely, every file as info/paths.json lists it; else ValueError."""
     from rattler.package import IndexJson, PathsJson
     from rattler.package_streaming import extract
 

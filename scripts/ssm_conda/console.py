@@ -42,8 +42,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
 
 
 def exit_without_finalizing(status: int) -> None:
-    """End a CLI that ran py-rattler(-build) without finalizing: their Rust threads can outlive the work and
-    touch Python while the interpreter finalizes (PyGILState_Release aborts, a SIGSEGV in CI)."""
+    """Exit without finalizing: py-rattler's Rust threads may touch Python as the interpreter finalizes (aborts, SIGSEGV)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -30,9 +30,8 @@ from ssm_conda.matrix import Selection
 from ssm_conda.project import NAMES as PACKAGES
 from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
 
-# What every package's test section prints (recipe/shared/tests/gpu_gate.py, Gate.skip_marker and
-# Gate.required_marker) at the end of a pytest run whose GPU tests did not run: "<package> GPU tests
-# skipped: <why>", or "<package> GPU required but unusable: <why>".
+# What a package's test section prints when its GPU tests did not run (recipe/shared/tests/gpu_gate.py, Gate.skip_marker
+# and Gate.required_marker): "<package> GPU tests skipped: <why>", or "<package> GPU required but unusable: <why>".
 GPU_TESTS_NOT_RUN = re.compile(r"\S+ GPU (?:tests skipped|required but unusable):")
 PYTEST_SUMMARY = re.compile(r"^=+ (.*(?:passed|failed|skipped|errors?|deselected|no tests ran)\b.*) in [\d.]+s(?: \(.*\))? =+$")
 
@@ -108,8 +107,7 @@ def run_package(path: Path, test: GpuTestOptions, has_gpu: bool, outcomes: list[
         for variable, value in added.items():
             print(f"no GPU: solving with {variable}={value}")
         for index, test_section in enumerate(package.tests):
-            # its imports, or its kind (CommandsTest: the pytest run)
-            imports = getattr(test_section, "imports", None)
+            imports = getattr(test_section, "imports", None)  # else its kind (CommandsTest: the pytest run)
             kind = f"python imports: {', '.join(imports)}" if imports else type(test_section).__name__
             print(f"{path.name}: test {index} ({kind}) ...", flush=True)
             start = time.monotonic()
@@ -160,7 +158,6 @@ def run(args: argparse.Namespace) -> int:
         read_package(path)
     if test.log_dir:
         test.log_dir.mkdir(parents=True, exist_ok=True)
-
     outcomes: list[Outcome] = []
     try:
         for path in packages:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rattler import Version, VersionSpec
 from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
 from ssm_conda.archs import ArchListError, parse_arch_list, resolve_arch_option, version_key
@@ -19,8 +20,7 @@ from ssm_conda.project import NAMES as PACKAGES
 
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
-# The recipe builds natively on linux-64 and linux-aarch64 (conda-forge has CUDA pytorch for both).
-PLATFORMS = ("linux-64", "linux-aarch64")
+PLATFORMS = ("linux-64", "linux-aarch64")  # the recipe builds natively on both (conda-forge has CUDA pytorch for both)
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
 REQUIRED_KEYS = ("cuda_compiler_version", "python", "pytorch", "gpu_generation", "cuda_arch_list", "cuda_arch_supported")
@@ -155,8 +155,7 @@ class PlannedVariant:
 def select(selection: Selection, files: Sequence[VariantFile] | None = None,
            detect: Callable[[], list[str]] = detect_compute_capabilities,
            overrides: dict[str, list[str]] | None = None) -> list[tuple[VariantFile, dict[str, list[str]]]]:
-    """Validate the selection; per variant file its variant dict, whose keys `overrides` then replaces.
-    Without --cuda, --generation keeps the files that list one of the generations asked for."""
+    """Validate the selection; per variant file (without --cuda: each listing a --generation asked for) its variant dict."""
     files = list(files if files is not None else load_variant_files())
     if selection.cuda is not None:
         if not (chosen := [f for f in files if f.cuda == selection.cuda]):
@@ -195,8 +194,7 @@ def select(selection: Selection, files: Sequence[VariantFile] | None = None,
 def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None = None,
          detect: Callable[[], list[str]] = detect_compute_capabilities, recipes: Sequence[Path] | None = None,
          overrides: dict[str, list[str]] | None = None, target_platform: str = TARGET_PLATFORM) -> list[PlannedVariant]:
-    """Every selected variant of every selected package, rendered offline by rattler-build for target_platform (`files`
-    read for it), in build order: a package's variants after those of the packages it needs."""
+    """Each selected package's variants in build order, rendered offline by rattler-build for target_platform (`files` too)."""
     render_config = RenderConfig(PlatformConfig(target_platform=target_platform))
     files = load_variant_files(target_platform=target_platform) if files is None else files
     configs = select(selection, files, detect, overrides)
@@ -241,8 +239,6 @@ def generation_gates(vfile: VariantFile, package: str = PACKAGES[0],
 
 def generation_for(gates: dict[str, str | None], cuda_arch: str | None) -> str:
     """The generation a solver gives a machine whose oldest GPU is cuda_arch (its __cuda_arch, or None)."""
-    from rattler import Version, VersionSpec
-
     if cuda_arch is not None:
         for generation, gate in gates.items():
             if gate is not None and VersionSpec(gate.split(maxsplit=1)[1]).matches(Version(cuda_arch)):

@@ -15,8 +15,7 @@ from ssm_conda.matrix import Selection, VariantFile, load_variant_files, plan
 from ssm_conda.project import NAMES as PACKAGES
 
 T = TypeVar("T")
-# rattler-build's hash and build number at the end of a build string (the recipes' build.string)
-HASH_SUFFIX_RE = re.compile(r"_h[0-9a-f]+_\d+$")
+HASH_SUFFIX_RE = re.compile(r"_h[0-9a-f]+_\d+$")  # rattler-build's hash and build number ending a build string (build.string)
 
 
 def without_hash(build: str) -> str:
