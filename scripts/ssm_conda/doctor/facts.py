@@ -45,9 +45,7 @@ class InstalledDist:  # a Python distribution found in the target environment
     def wheel_tag(self) -> dict[str, Any] | None:
         """Upstream release wheels carry cu12torch2.6cxx11abiTRUE in the version or URL."""
         match = WHEEL_TAG_RE.search(self.version) or WHEEL_TAG_RE.search(self.url or "")
-        if match is None:
-            return None
-        return {"cuda_major": match[1][:2], "torch": match[2], "cxx11_abi": match[3].upper() == "TRUE"}
+        return {"cuda_major": match[1][:2], "torch": match[2], "cxx11_abi": match[3].upper() == "TRUE"} if match else None
 
     @property
     def torch_minor(self) -> str | None:
@@ -221,8 +219,7 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
     probes = probes or Probes()
     interp = probes.interpreter(executable, import_torch)
     env = detect_env(probes.environ, interp.prefix)
-    # conda-meta records say which of torch, causal-conv1d and mamba-ssm conda installed (and their builds).
-    records = probes.conda_records(interp.prefix or env.prefix)
+    records = probes.conda_records(interp.prefix or env.prefix)  # which of torch and our packages conda installed, and builds
     if "pytorch" in records and interp.torch is not None and interp.torch.dist is not None:
         interp.torch.dist.conda_build = records["pytorch"][1]
     for package in (p for p in PACKAGES if p.name in records):

@@ -40,14 +40,9 @@ def facts_rows(facts: Facts) -> list[tuple[str, str]]:
         rows.append(("CONDA_OVERRIDE_CUDA", facts.conda_override_cuda))
     rows += [(f"GPU {g.index}", f"{g.name}, compute capability {g.compute_cap or '?'} ({g.sm})") for g in driver.gpus] or [
         ("GPU", "none visible")]
-    return [
-        *rows,
-        ("Platform", facts.platform),
-        ("Python", f"{interp.version or '?'} ({interp.executable})"),
-        ("torch", _torch_row(interp.torch)),
-        ("Environment", f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"),
-        *((name, _dist_row(interp.dist(name))) for name in NAMES),
-    ]
+    environment = f"{env.kind}: {env.name} ({env.prefix or env.manifest or '-'})" if env.kind else "none active"
+    return [*rows, ("Platform", facts.platform), ("Python", f"{interp.version or '?'} ({interp.executable})"),
+            ("torch", _torch_row(interp.torch)), ("Environment", environment), *((n, _dist_row(interp.dist(n))) for n in NAMES)]
 
 
 def render_text(facts: Facts, advice: Advice) -> str:

@@ -222,8 +222,7 @@ def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes)
 
 
 def make_served(target: Target, options: UploadOptions, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
-    """Index where the target needs it (after a skip too: an interrupted run may not have), then poll the repodata
-    until it lists the uploads; returns the first failure."""
+    """Index where needed (after a skip too: an interrupted run may not have), then wait for the uploads; the first failure."""
     uploaded = [p for p in packages if outcomes[p.filename].result == "uploaded"]
     if any(o.result in ("uploaded", "skipped") for o in outcomes.values()):
         try:
@@ -243,8 +242,7 @@ def make_served(target: Target, options: UploadOptions, packages: list[LocalPack
 
 def wait_until_served(target: Target, packages: list[LocalPackage], timeout_s: float, verbose: bool) -> dict[str, str]:
     """Poll the repodata until it lists every package, within `timeout_s`; returns filename -> problem."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.5
+    deadline, delay = time.monotonic() + timeout_s, 0.5
     pending = list(packages)
     problems: dict[str, str] = {}
     while True:

@@ -1,6 +1,5 @@
-"""Upload destinations: a frozen dataclass per server, its `option` fields its command line (read by command.resolve);
-py-rattler-build uploads (S3: boto3 puts the files, py-rattler indexes them). Credentials come from the environment or
-rattler's auth storage (S3: the AWS credential chain), never from options; every value we see is masked."""
+"""Upload destinations, a frozen dataclass per server whose `option` fields are its command line (S3: boto3 uploads, py-rattler
+indexes; others: py-rattler-build). Credentials come from the environment or rattler's auth storage, never options; all masked."""
 
 from __future__ import annotations
 
@@ -182,7 +181,6 @@ class Target:
         return {self.read_header[0]: self.read_header[1] + self.key} if self.key and self.read_header else {}
 
     def served(self, subdir: str) -> dict[str, str]:
-        """filename -> sha256 of what the channel's repodata lists for `subdir` ({} if none yet)."""
         return listed_in(self.channel(), subdir, self.read_headers())
 
     def rattler_upload(self, files: list[str], key: str | None) -> None:
@@ -377,8 +375,7 @@ class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID", logi
         credentials = S3Credentials(endpoint_url=self.endpoint, region=self.region, access_key_id=keys.access_key,
                                     secret_access_key=keys.secret_key, session_token=keys.token,
                                     addressing_style=self.addressing_style)
-        # conda needs noarch/repodata.json even when every package is linux-64; index_s3 always does noarch.
-        for subdir in sorted(subdirs - {"noarch"}) or ["noarch"]:
+        for subdir in sorted(subdirs - {"noarch"}) or ["noarch"]:  # index_s3 does noarch/ too, which conda needs
             try:
                 asyncio.run(index_s3(self.channel(), credentials=credentials, target_platform=Subdir(subdir)))
             except Exception as exc:
