@@ -70,15 +70,6 @@ class _Echo(ProgressCallback):
         print(f"  {event.message}", flush=True)
 
 
-def read_package(path: Path) -> Package:
-    """The package, once its archive has been checked completely (a damaged one is bad input)."""
-    try:
-        check_archive(path)  # every member and file, as upload checks them (Package.from_file reads info/ alone)
-        return Package.from_file(path)
-    except Exception as exc:  # a damaged archive
-        raise UsageError(f"cannot read package {path}: {' '.join(str(exc).split())}") from exc
-
-
 @dataclass(frozen=True)
 class GpuTestOptions:
     inputs: tuple[str, ...]  # .conda files and channel folders
@@ -97,7 +88,7 @@ class GpuTestOptions:
 
 
 def run_package(path: Path, test: GpuTestOptions, has_gpu: bool, outcomes: list[Outcome]) -> None:
-    """Run the package's tests (its archive checked by read_package already), adding each outcome as it ends."""
+    """Run the package's tests (its archive checked by run already), adding each outcome as it ends."""
     package = Package.from_file(path)
     if not package.tests:
         outcomes.append(Outcome(path.name, "-", "failed", detail="its test section holds no test"))
@@ -154,8 +145,12 @@ def run(args: argparse.Namespace) -> int:
             raise PipelineError("no GPU on this machine (neither nvidia-smi nor the driver reports one): run this on a "
                                 "GPU machine, or pass --allow-no-gpu to run only the checks that need no GPU")
         print(f"GPUs: compute capability {', '.join(caps)}; channels: {', '.join(test.channels)}")
-    for path in packages:  # a damaged archive stops the run before any test (each extraction is let go again)
-        read_package(path)
+    for path in packages:  # a damaged archive is bad input and stops the run before any test
+        try:  # every member and file, as upload checks them (Package.from_file reads info/ alone)
+            check_archive(path)
+            Package.from_file(path)
+        except Exception as exc:
+            raise UsageError(f"cannot read package {path}: {' '.join(str(exc).split())}") from exc
     if test.log_dir:
         test.log_dir.mkdir(parents=True, exist_ok=True)
     outcomes: list[Outcome] = []

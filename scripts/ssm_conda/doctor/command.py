@@ -40,13 +40,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout instead of the table")
 
 
-def _interpreter(value: str) -> str:
-    found = value if os.sep in value else shutil.which(value) or value
-    if not Path(found).exists():
-        raise UsageError(f"--interpreter {value!r}: no such file; give the path of a Python executable")
-    return found
-
-
 def _channel(value: str) -> str:
     """A channel checked as build's is; a folder as its absolute path, since a quoted ~ would not expand."""
     normalise_channel(value)
@@ -67,7 +60,10 @@ class DoctorOptions:
     def from_args(cls, args: argparse.Namespace) -> DoctorOptions:
         local = workspace() / "output"  # `ssm-conda build`'s default --output-dir, once it holds an index
         default = str(local) if any(local.glob("*/repodata.json")) else DEFAULT_CHANNEL
-        return cls(_interpreter(args.interpreter), options.channels(args.channel, (default,), _channel),
+        interpreter = args.interpreter if os.sep in args.interpreter else shutil.which(args.interpreter) or args.interpreter
+        if not Path(interpreter).exists():
+            raise UsageError(f"--interpreter {args.interpreter!r}: no such file; give the path of a Python executable")
+        return cls(interpreter, options.channels(args.channel, (default,), _channel),
                    tuple(p for p in NAMES if p in (args.package or ())), options.variants_folder(args.variants_dir),
                    not args.no_import, args.json, args.verbose)
 

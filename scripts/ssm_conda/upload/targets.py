@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import re
@@ -57,15 +58,11 @@ def join(base: str, *parts: str) -> str:
 
 def http_url(value: str) -> str:
     """The type of --url and the like: http(s) with a host (and a valid port); a password in it is never shown."""
-    try:
-        parsed = urlparse(value)
-        valid = parsed.scheme in ("http", "https") and bool(parsed.hostname) and parsed.port != 0
-    except ValueError:  # a bad port or IPv6 address
-        valid = False
-    if not valid:
-        raise argparse.ArgumentTypeError(f"{mask(value)!r} is not an http(s) URL with a host, e.g. https://quetz.example.org")
-    register_secret(parsed.password)
-    return value
+    with contextlib.suppress(ValueError):  # a bad port or IPv6 address
+        if (parsed := urlparse(value)).scheme in ("http", "https") and parsed.hostname and parsed.port != 0:
+            register_secret(parsed.password)
+            return value
+    raise argparse.ArgumentTypeError(f"{mask(value)!r} is not an http(s) URL with a host, e.g. https://quetz.example.org")
 
 
 def http_get_json(url: str, headers: dict[str, str], what: str) -> Any:
