@@ -51,8 +51,7 @@ class VariantFile:
         return dict(zip(map(str, self.data["gpu_generation"]), map(str, self.data["cuda_arch_list"]), strict=True))
 
     @property
-    def arch_list(self) -> str:
-        """The all-architecture package's list."""
+    def arch_list(self) -> str:  # the all-architecture package's
         return self.generations[ALL_ARCHS]
 
     @property

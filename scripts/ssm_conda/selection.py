@@ -24,7 +24,6 @@ def without_hash(build: str) -> str:
 
 
 def add_selector_arguments(parser: argparse.ArgumentParser, package_help: str) -> None:
-    """--package/--cuda/--python/--torch/--generation/--arch."""
     parser.add_argument("--package", action="append", choices=PACKAGES, help=package_help)
     parser.add_argument("--cuda", help="the variants of this CUDA version: a file in variants/ (e.g. 13.0)")
     parser.add_argument("--python", help="the variants of this Python X.Y (default: every one in variants/)")

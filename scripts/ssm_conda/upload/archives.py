@@ -1,6 +1,5 @@
-"""The packages to upload, checked before anything is sent: only what recipe/ builds, as variants/ renders it, each
-archive unpacked completely and held to its info/paths.json, named as its index.json says, in its subdir, with the
-sha256 the local repodata lists. A foreign file stops the run; one bad archive: nothing is sent."""
+"""The packages to upload, checked before anything is sent: only what recipe/ builds (as variants/ renders it), each archive
+complete, named as its index.json says, in its subdir, with the local repodata's sha256. A foreign or bad file sends nothing."""
 
 from __future__ import annotations
 
