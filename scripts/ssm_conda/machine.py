@@ -43,8 +43,7 @@ class DriverInfo:
     errors: list[str] = field(default_factory=list)
 
     @property
-    def compute_caps(self) -> list[str]:
-        """The GPUs' distinct compute capabilities, oldest first."""
+    def compute_caps(self) -> list[str]:  # the GPUs' distinct compute capabilities, oldest first
         return sorted({g.compute_cap for g in self.gpus if g.compute_cap}, key=version_key)
 
 
