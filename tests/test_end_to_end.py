@@ -313,6 +313,45 @@ def test_mamba_ssm_for_another_python_reuses_its_cuda_objects(standin, built, bu
           f"{seconds_b / built_mamba[2]:.2f} of the first build (figures, not asserted)")
 
 
+@pytest.mark.slow
+def test_a_second_build_into_another_folder_is_byte_identical(standin, built, ccache, tmp_path):
+    """The same variant built again later into another output folder, its CUDA objects from the compiler cache that
+    the first build (an empty cache) filled: the same bytes (docs/reproducible.md)."""
+    package, _log, seconds = build_variant(standin, tmp_path / "again", PYTHON, ccache)
+    assert package.read_bytes() == built[1].read_bytes()
+    print(f"the second build: {human_duration(seconds)} (figures, not asserted)")
+
+
+def verify(*args: str, ccache: Path) -> str:
+    """`ssm-conda verify ARGS` (it must pass), its output streamed."""
+    command = [sys.executable, "-m", "ssm_conda", "verify", *args]
+    with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env={**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache)}) as process:
+        output = "".join(print(line, end="", flush=True) or line for line in process.stdout)
+    assert process.returncode == 0, "ssm-conda verify failed (log above)"
+    return output
+
+
+@pytest.mark.slow
+def test_verify_rebuilds_both_packages_byte_identical(built, built_mamba, ccache):
+    """rattler-build's rebuild from what each package records (no network: the sdists are in the build root's
+    source cache), written as build writes it: identical, one row per package."""
+    start = time.monotonic()
+    output = verify(str(built[1]), str(built_mamba[0]), ccache=ccache)
+    assert [row.split()[2] for row in output.splitlines() if row.startswith(("causal-conv1d ", "mamba-ssm "))] == [
+        "identical", "identical"], output
+    print(f"verify, both packages, with the cache: {human_duration(time.monotonic() - start)} (figures, not asserted)")
+
+
+@pytest.mark.slow
+def test_verify_with_an_empty_compiler_cache_is_byte_identical(built, tmp_path):
+    """Every object compiled again (nvcc's temporary names are the object's, not its process id's): the same bytes."""
+    start = time.monotonic()
+    output = verify(str(built[1]), "--no-cache", ccache=tmp_path / "unused")
+    assert "compiler cache: off" in output and " identical " in output, output
+    print(f"verify --no-cache of causal-conv1d: {human_duration(time.monotonic() - start)} (figures, not asserted)")
+
+
 def build_string(package: Path) -> str:
     return package.name.removesuffix(".conda").rsplit("-", 1)[1]
 

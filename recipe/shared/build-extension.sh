@@ -79,9 +79,38 @@ export TORCH_NO_COMPILER_WRAPPER=1
 # that a compiler cache hashes. Fatbins are compressed for size wherever this nvcc has the option
 # (CUDA 12.8+), as conda-forge's pytorch does on CUDA 13.0: the objects shrink by about a third.
 nvcc_command="nvcc"
-if nvcc --help | grep -q -- '--compress-mode'; then
+nvcc_help=$(nvcc --help)
+if grep -q -- '--compress-mode' <<<"${nvcc_help}"; then
   nvcc_command+=" --compress-mode=size"
 fi
+# Reproducible objects: nvcc names its temporary files after its process id and embeds the names;
+# beside the object file they take the object's name instead.
+if grep -q -- '--objdir-as-tempdir' <<<"${nvcc_help}"; then
+  nvcc_command+=" --objdir-as-tempdir"
+fi
+
+# Reproducible packages: every time recorded is the source's (the sdist's PKG-INFO), not the build's.
+# rattler-build sets SOURCE_DATE_EPOCH to its build time; Python then writes .pyc files that carry a
+# hash of their source instead of its time. `ssm-conda build` reads the file written here and gives
+# the archive the same time.
+SOURCE_DATE_EPOCH=$(stat -c %Y PKG-INFO)
+export SOURCE_DATE_EPOCH
+echo "${SOURCE_DATE_EPOCH}" > "$(dirname "${SRC_DIR}")/source-date-epoch"
+build_root="$(dirname "${SRC_DIR}")"
+# conda-forge's libtorch installs torch's headers in $PREFIX/include, a path that names no Python,
+# so the CUDA sources (which never include Python.h) of variants that differ only in Python
+# preprocess to the same text and share their objects in a compiler cache; the C++ binding includes
+# Python.h and is compiled per Python. A pytorch that keeps them in the Python-versioned site-packages
+# (PyPI's layout) is reached through a link whose path names no Python, for the same effect.
+if [[ -d "${SP_DIR}/torch/include/torch" ]]; then
+  ln -sfn "${SP_DIR}/torch/include" "${build_root}/torch-include"
+  trap 'rm -f "${build_root}/torch-include"' EXIT
+  nvcc_command+=" -I${build_root}/torch-include -I${build_root}/torch-include/torch/csrc/api/include"
+fi
+# nvcc's own include path is absolute ($BUILD_PREFIX/bin/../targets/...), so __FILE__ in the CUDA
+# headers' asserts would name the build directory. Mapped away through the environment, which a
+# compiler cache does not hash (the map's effect on the preprocessed text, it does), with or without one.
+export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -Xcompiler=-fmacro-prefix-map=${build_root}/="
 
 # Optional compiler cache, kept outside the output channel: `ssm-conda build` points
 # SSM_CONDA_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
@@ -89,7 +118,6 @@ fi
 # change, another Python) reuse the CUDA objects.
 if [[ -n "${SSM_CONDA_CCACHE_DIR:-}" ]]; then
   command -v ccache >/dev/null || { echo "SSM_CONDA_CCACHE_DIR is set but ccache is missing" >&2; exit 1; }
-  build_root="$(dirname "${SRC_DIR}")"
   export CCACHE_DIR="${SSM_CONDA_CCACHE_DIR}"
   export CCACHE_BASEDIR="${build_root}"
   export CCACHE_NOHASHDIR=1
@@ -98,22 +126,7 @@ if [[ -n "${SSM_CONDA_CCACHE_DIR:-}" ]]; then
   # environment (another build, a test prefix) moves their ctime; ccache would take that for a
   # header edited mid-compile, compile again and store nothing. Their content and mtime still count.
   export CCACHE_SLOPPINESS=include_file_ctime
-  # conda-forge's libtorch installs torch's headers in $PREFIX/include, a path that names no Python,
-  # so the CUDA sources (which never include Python.h) of variants that differ only in Python
-  # preprocess to the same text and share their objects; the C++ binding includes Python.h and is
-  # compiled per Python. A pytorch that keeps them in the Python-versioned site-packages (PyPI's
-  # layout) is reached through a link whose path names no Python, for the same effect.
-  if [[ -d "${SP_DIR}/torch/include/torch" ]]; then
-    ln -sfn "${SP_DIR}/torch/include" "${build_root}/torch-include"
-    trap 'rm -f "${build_root}/torch-include"' EXIT
-    nvcc_command+=" -I${build_root}/torch-include -I${build_root}/torch-include/torch/csrc/api/include"
-  fi
   nvcc_command="ccache ${nvcc_command}"
-  # nvcc's own include path is absolute ($BUILD_PREFIX/bin/../targets/...), so __FILE__ in the CUDA
-  # headers' asserts would name this build's directory and no two builds would share an object.
-  # Mapped away through the environment, which ccache does not hash: the map's only effect is on
-  # the preprocessed text, which it does.
-  export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -Xcompiler=-fmacro-prefix-map=${build_root}/="
   # ccache masquerading as the C++ compiler keeps the name torch's ABI check expects.
   ccache_bin="$(mktemp -d)"
   ln -s "$(command -v ccache)" "${ccache_bin}/$(basename "${CXX}")"

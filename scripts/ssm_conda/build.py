@@ -13,10 +13,12 @@ import asyncio
 import contextlib
 import itertools
 import os
+import platform
 import re
 import shutil
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,17 +34,16 @@ from ssm_conda.channels import channel_repodata, index_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, load_variant_files, plan
-from ssm_conda.paths import cache_dir
+from ssm_conda.paths import cache_dir, recipe_of
 from ssm_conda.project import NAMES, package
+from ssm_conda.reproducible import BUILD_ROOT_ENV, DEFAULT_BUILD_ROOT, build_in, build_root
 from ssm_conda.selection import add_selector_arguments, selection_from_args
 
 if TYPE_CHECKING:
     from rattler import SparseRepoData
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
-# zstd level 19, conda-forge's, not rattler-build's default 15: measured with `ssm-conda-dev bench-zstd`
-# on causal-conv1d's sm90 package, 1.5% smaller for 4 s more per package (level 22 buys nothing more).
-PACKAGE_FORMAT = "conda:19"
+LINUX_VERSION = "4.18"  # the kernel of the oldest system conda-forge's glibc 2.28 supports (RHEL 8)
 CCACHE_ENV = "SSM_CONDA_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
 # `ccache --show-stats` at the end of recipe/shared/build-extension.sh: "Cacheable calls: 4 / 9 (44.44%)",
 # then "  Hits: 3 / 4 (75.00%)", maybe with lines of the script's stderr between them.
@@ -113,6 +114,7 @@ class BuildOptions:
     test: str
     compiler_cache: Path | None  # checked, not created; None: --no-cache
     package_cache: Path  # where rattler keeps the extracted packages of test environments
+    build_root: Path  # where rattler-build builds: the same folder for every build, recorded in the packages
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> BuildOptions:
@@ -120,7 +122,8 @@ class BuildOptions:
         output_dir = writable_dir(options.output_folder(args.output_dir), "--output-dir")
         rattler_cache = Path(environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache")
         return cls(plan_options, output_dir, args.skip_existing, args.test,
-                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV), output_dir), rattler_cache / "pkgs")
+                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV), output_dir), rattler_cache / "pkgs",
+                   writable_dir(Path(environ.get(BUILD_ROOT_ENV) or DEFAULT_BUILD_ROOT).absolute(), BUILD_ROOT_ENV))
 
 
 def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
@@ -168,10 +171,10 @@ class Progress(ProgressCallback):
             self._print(f"downloading {event.url}")
 
 
-def compiler_cache_dir(chosen: str | None, output_dir: Path) -> Path:
+def compiler_cache_dir(chosen: str | None, output_dir: Path | None = None) -> Path:
     """The compiler cache's folder, checked (outside the output channel, writable), not created."""
     directory = Path(chosen or cache_dir() / "ccache").resolve()
-    if directory.is_relative_to(output_dir):
+    if output_dir and directory.is_relative_to(output_dir):
         raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
     return writable_dir(directory, CCACHE_ENV)
 
@@ -223,19 +226,28 @@ def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels:
 def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence[SparseRepoData] = ()) -> Outcome:
     from rattler_build import ToolConfiguration
 
-    tool_config = ToolConfiguration(test_strategy=options.test, skip_existing="local" if options.skip_existing else "none")
     start, channels, output_dir = time.monotonic(), list(options.plan.channels), options.output_dir
-    if not options.skip_existing:
-        evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string,
-                                 options.package_cache)
     outcome = Outcome(variant.package, variant.label)
+    if options.skip_existing and (existing := sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))):
+        outcome.result, outcome.path, outcome.size = "skipped", existing[0], existing[0].stat().st_size
+        return outcome
+    evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string,
+                             options.package_cache)
     log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
     progress = Progress(f"{variant.package} {variant.label}", options.plan.verbose, log)
+    # keep_build: the source's time, which the build script writes there, is read afterwards
+    tool_config = ToolConfiguration(test_strategy=options.test, keep_build=True)
     try:
-        # the variant's CUDA and its lowest architecture, as conda-forge's CI builds without a GPU
-        with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs)):
-            result = variant.rendered.run_build(tool_config=tool_config, output_dir=str(output_dir), channels=channels,
-                                                progress_callback=progress, package_format=PACKAGE_FORMAT)
+        # the variant's CUDA and its lowest architecture, as conda-forge's CI builds without a GPU; the rest of what the
+        # package records of the build machine is the variant's too, not this machine's (docs/reproducible.md)
+        machine = {"glibc": variant.config["c_stdlib_version"][0], "linux": LINUX_VERSION,
+                   # a CPU family, not its model; a cross build's would be the host's too
+                   "archspec": platform.machine() if options.plan.target_platform == TARGET_PLATFORM else None}
+        with (build_root(options.build_root) as root,
+              virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine)):
+            needed(variant.package, output_dir, root)
+            outcome.path = build_in(root, variant.rendered, output_dir, tool_config=tool_config, channels=channels,
+                                    progress_callback=progress)
     except Exception as exc:  # rattler_build raises its own error types; report and go on
         lines = str(exc).strip().splitlines()
         why = "Failed to resolve dependencies" in str(exc) and unresolvable(exc, repodata, channels)
@@ -245,20 +257,22 @@ def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence
     finally:
         progress.log.close()
         outcome.seconds = time.monotonic() - start
-    packages = [Path(p) for p in result.packages]
-    if packages:
-        outcome.result, outcome.path = "ok", packages[0]
-        outcome.path.chmod(0o644)  # servable at once, not at the next index: rattler-build writes it 0600
-        outcome.detail = f"cache hits {cache_hits(Path(progress.log.name).read_text(errors='replace'))}"
-    else:
-        existing = sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))
-        outcome.result, outcome.path = "skipped", existing[0] if existing else None
-    outcome.size = outcome.path.stat().st_size if outcome.path else None
+    outcome.result, outcome.size = "ok", outcome.path.stat().st_size
+    outcome.detail = f"cache hits {cache_hits(Path(progress.log.name).read_text(errors='replace'))}"
     return outcome
 
 
-def planned(options: PlanOptions, selection: Selection | None = None) -> list[PlannedVariant]:
-    """The variants of `selection` (default: the options'), rendered as the options say."""
+def needed(name: str, output_dir: Path, root: Path) -> None:
+    """The output channel's packages that `name`'s tests need, linked into the build root's channel (rattler-build
+    solves from its own output folder; the output channel itself, passed as a channel, would be recorded)."""
+    for need in package(name).needs:
+        for path in output_dir.glob(f"*/{need}-*.conda"):
+            (root / path.parent.name).mkdir(exist_ok=True)
+            shutil.copy(path, root / path.parent.name)
+
+
+def planned(options: PlanOptions, selection: Selection | None = None, recipes: Sequence[Path] = ()) -> list[PlannedVariant]:
+    """The variants of `selection` (default: the options'), rendered as the options say (from `recipes`, or recipe/)."""
     if overrides := standin_overrides(options.channels):  # bound, empty or not: the keys below join it
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
     if options.line_info:
@@ -269,7 +283,7 @@ def planned(options: PlanOptions, selection: Selection | None = None) -> list[Pl
         # (the recipes name it), or for this machine when the variant has none
         overrides["host_platform"] = [target]
     files = load_variant_files(options.variants_dir, target)
-    variants = plan(selection or options.selection, files, overrides=overrides, target_platform=target)
+    variants = plan(selection or options.selection, files, overrides=overrides, target_platform=target, recipes=list(recipes))
     if options.verbose:  # what the build string's hash covers
         for variant in variants:
             print(f"{variant.package} {variant.build_string}: {dict(sorted(variant.config.items()))}")
@@ -314,11 +328,24 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def staged_recipes(packages: Sequence[str]) -> Iterator[list[Path]]:
+    """Each package's recipe folder copied with its links followed (recipe/NAME/shared links to recipe/shared): a package
+    ships a copy of its recipe folder, and rebuilds only from what is in it."""
+    with tempfile.TemporaryDirectory(prefix="ssm-conda-recipes-") as staging:
+        yield [Path(shutil.copytree(recipe_of(p).parent, Path(staging) / p)) / "recipe.yaml" for p in packages]
+
+
 def run(args: argparse.Namespace) -> int:
     build = BuildOptions.from_args(args, os.environ)
+    selection = with_needs(build.plan.selection)
+    with staged_recipes(selection.packages) as recipes:
+        return build_all(build, skip_present_needs(planned(build.plan, selection, recipes), build.plan.selection.packages,
+                                                   build.output_dir))
+
+
+def build_all(build: BuildOptions, variants: list[PlannedVariant]) -> int:
     output_dir, target = build.output_dir, build.plan.target_platform
-    variants = skip_present_needs(planned(build.plan, with_needs(build.plan.selection)), build.plan.selection.packages,
-                                  output_dir)
     # every channel answers before anything is written or downloaded: the host's and the build machine's subdirs
     repodata = channel_repodata(build.plan.channels, list(dict.fromkeys((target, TARGET_PLATFORM, "noarch"))))
 

@@ -36,6 +36,8 @@ COMMANDS = (
     Command("doctor", "ssm_conda.doctor.command", "which package fits this machine (driver, GPUs, torch), and how to get it"),
     Command("upload", "ssm_conda.upload.command", "upload the output channel's packages to prefix.dev, anaconda.org, "
             "Quetz, Artifactory or S3"),
+    Command("verify", "ssm_conda.verify", "rebuild packages from the recipe and environments they record and compare "
+            "them byte for byte"),
     Command("gpu-test", "ssm_conda.gpu_check", "re-run built packages' test sections on this machine's GPU (rattler-build test)"),
     Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
             "and GPU generation) and their expected times"),

@@ -116,10 +116,11 @@ def detect_compute_capabilities() -> list[str]:
 
 
 @contextmanager
-def virtual_package_overrides(cuda: str | None, cuda_arch: str | None) -> Iterator[dict[str, str]]:
-    """CONDA_OVERRIDE_CUDA(_ARCH) while a solve runs, each unless set or None (yields what it set): CUDA builds
-    of pytorch need __cuda and a generation package __cuda_arch, which a machine may lack."""
-    wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": cuda_arch}
+def virtual_package_overrides(cuda: str | None, cuda_arch: str | None, **others: str | None) -> Iterator[dict[str, str]]:
+    """CONDA_OVERRIDE_CUDA(_ARCH) and CONDA_OVERRIDE_<OTHER> while a solve runs, each unless set or None (yields what it
+    set): CUDA builds of pytorch need __cuda and a generation package __cuda_arch, which a machine may lack."""
+    wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": cuda_arch,
+              **{f"CONDA_OVERRIDE_{name.upper()}": value for name, value in others.items()}}
     added = {name: value for name, value in wanted.items() if value is not None and name not in os.environ}
     os.environ.update(added)
     try:

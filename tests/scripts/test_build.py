@@ -7,12 +7,14 @@ import re
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from ssm_conda import build, channels, cli
 from ssm_conda.channels import index_channel
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
+from ssm_conda.reproducible import EPOCH_FILE
 
 from tests.bad_input import read_only
 from tests.bad_input.build import ONE
@@ -122,21 +124,24 @@ def test_options_are_resolved_once_from_the_arguments_and_the_environment(tmp_pa
                            "--generation", "sm90", "--generation", "sm90", "--target-platform", "linux-aarch64",
                            "--output-dir", str(tmp_path / "out"), "--variants-dir", str(VARIANTS_DIR), "--line-info",
                            "--skip-existing", "--test", "skip", "-v"])
-    chosen = build_options(args, {build.CCACHE_ENV: str(tmp_path / "cc"), "RATTLER_CACHE_DIR": str(tmp_path / "rattler")})
+    chosen = build_options(args, {build.CCACHE_ENV: str(tmp_path / "cc"), "RATTLER_CACHE_DIR": str(tmp_path / "rattler"),
+                                  "SSM_CONDA_BUILD_ROOT": str(tmp_path / "root")})
     assert chosen == build.BuildOptions(
         build.PlanOptions(Selection(cuda="13.0", generations=("sm90",), packages=("mamba-ssm",)),
                           (tmp_path.as_uri(), "conda-forge"), VARIANTS_DIR, "linux-aarch64", True, True),
-        tmp_path / "out", True, "skip", tmp_path / "cc", tmp_path / "rattler" / "pkgs")
+        tmp_path / "out", True, "skip", tmp_path / "cc", tmp_path / "rattler" / "pkgs", tmp_path / "root")
     with pytest.raises(dataclasses.FrozenInstanceError):
         chosen.test = "native"  # type: ignore[misc]
     default = build_options(cli.parse_args(["build"]), {})
     assert default.output_dir == REPO_ROOT / "output" and default.plan.channels == ("conda-forge",)
     assert default.plan.variants_dir == VARIANTS_DIR and default.plan.target_platform == TARGET_PLATFORM
+    assert default.build_root == Path("/tmp/ssm-conda-build")  # recorded in the packages: the same for everyone
 
 
 def options_for(tmp_path, channels=("conda-forge",), skip_existing=False) -> build.BuildOptions:  # noqa: ANN001
     plan_options = build.PlanOptions(Selection(), tuple(channels), VARIANTS_DIR, TARGET_PLATFORM, False, False)
-    return build.BuildOptions(plan_options, tmp_path / "out", skip_existing, "skip", None, tmp_path / "rattler" / "pkgs")
+    return build.BuildOptions(plan_options, tmp_path / "out", skip_existing, "skip", None, tmp_path / "rattler" / "pkgs",
+                              tmp_path / "root")
 
 
 def test_cache_hits_come_from_the_last_ccache_statistics():
@@ -156,7 +161,8 @@ def test_cache_hits_come_from_the_last_ccache_statistics():
 def fake_variant(cuda: str, run_build) -> PlannedVariant:  # noqa: ANN001
     recipe = SimpleNamespace(package=SimpleNamespace(name="causal-conv1d", version="1.7.0"))
     rendered = SimpleNamespace(recipe=recipe, run_build=run_build)
-    return PlannedVariant(cuda, "3.12", "2.13", "9.0+PTX", "sm90", "cuda130_py312_torch213_sm90_h0_0", None, {}, rendered)
+    return PlannedVariant(cuda, "3.12", "2.13", "9.0+PTX", "sm90", "cuda130_py312_torch213_sm90_h0_0", None,
+                          {"c_stdlib_version": ["2.28"]}, rendered)
 
 
 @pytest.mark.parametrize(("user_value", "expected"), [(None, ("13.0", "9.0")), (("12.4", "8.6"), ("12.4", "8.6"))])
@@ -174,15 +180,20 @@ def test_builds_solve_for_the_variants_cuda_and_generation_whatever_the_machine(
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    seen = []
+    seen, machine = [], []
 
     def run_build(**kwargs):  # noqa: ANN003
         seen.append(tuple(os.environ.get(name) for name in names))
-        assert kwargs["package_format"] == "conda:19"  # bench-zstd's choice, see build.PACKAGE_FORMAT
-        return SimpleNamespace(packages=[])
+        # what the package records of the build machine is the variant's (docs/reproducible.md)
+        machine.append([os.environ.get(f"CONDA_OVERRIDE_{name}") for name in ("GLIBC", "LINUX", "ARCHSPEC")])
+        # in the fixed build folder; the archive is written again at zstd level 19 (reproducible.repack)
+        assert (kwargs["output_dir"], kwargs["no_build_id"]) == (str(tmp_path / "root"), True)
+        assert kwargs["package_format"] == "conda:1"
+        raise RuntimeError("stopped here")
 
     outcome = build.build_one(fake_variant("13.0", run_build), options_for(tmp_path))
-    assert seen == [expected] and outcome.result == "skipped"
+    assert seen == [expected] and (outcome.result, outcome.detail.split(" (log")[0]) == ("failed", "stopped here")
+    assert machine == [["2.28", "4.18", os.uname().machine]]
     assert tuple(os.environ.get(name) for name in names) == (user_value or (None, None))  # restored
 
 
@@ -340,8 +351,23 @@ def test_a_requirement_no_channel_has_is_named_with_the_channels_searched(tmp_pa
 
 def test_a_built_package_is_servable_at_once(tmp_path):
     """rattler-build writes it 0600; an interrupted run never reaches the index that would set 0644."""
-    built = tiny_package(tmp_path / "out")
+    built = tiny_package(tmp_path / "elsewhere")
     assert built.stat().st_mode & 0o777 == 0o600
-    outcome = build.build_one(fake_variant("13.0", lambda **_: SimpleNamespace(packages=[str(built)])),
-                              options_for(tmp_path, skip_existing=True))
-    assert (outcome.result, outcome.path, built.stat().st_mode & 0o777) == ("ok", built, 0o644)
+
+    def run_build(**_kwargs):  # noqa: ANN003 (what rattler-build and recipe/shared/build-extension.sh leave)
+        (tmp_path / "root" / "bld" / "rattler-build_causal-conv1d").mkdir(parents=True)
+        (tmp_path / "root" / "bld" / "rattler-build_causal-conv1d" / EPOCH_FILE).write_text("1700000000\n")
+        return SimpleNamespace(packages=[str(built)])
+
+    outcome = build.build_one(fake_variant("13.0", run_build), options_for(tmp_path))
+    assert (outcome.result, outcome.path) == ("ok", tmp_path / "out" / "noarch" / built.name)
+    assert outcome.path.stat().st_mode & 0o777 == 0o644
+
+
+def test_skip_existing_skips_a_variant_the_output_channel_has(tmp_path):
+    (tmp_path / "out" / "linux-64").mkdir(parents=True)
+    present = tmp_path / "out" / "linux-64" / "causal-conv1d-1.7.0-cuda130_py312_torch213_sm90_h0_0.conda"
+    present.write_bytes(b"built before")
+    variant = fake_variant("13.0", lambda **_: pytest.fail("built again"))
+    outcome = build.build_one(variant, options_for(tmp_path, skip_existing=True))
+    assert (outcome.result, outcome.path, outcome.size) == ("skipped", present, 12)

@@ -15,7 +15,7 @@ checking the tests themselves without a GPU.
 
 A package's conftest makes one Gate("causal-conv1d") (prefix CAUSAL_CONV1D_) and calls it from
 its pytest hooks. The packages ship this file through a path source (recipe.yaml: source
-`path: ../shared`, target_directory `shared`; test files `source: [shared/tests/]`), so in the
+`path: shared`, a link to ../shared, target_directory `shared`; test files `source: [shared/tests/]`), so in the
 test folder it lies in shared/tests/ beside the package's tests/, as recipe/shared/tests lies
 beside recipe/<package>/tests here.
 """

@@ -1,0 +1,148 @@
+"""Byte-reproducible packages: rattler-build builds in one fixed folder, then the archive is written again
+with the source's time (SOURCE_DATE_EPOCH, from recipe/shared/build-extension.sh) in place of the build's."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import re
+import shutil
+import struct
+import tarfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from ssm_conda.console import UsageError
+
+BUILD_ROOT_ENV = "SSM_CONDA_BUILD_ROOT"
+# Recorded in every package (its rendered recipe's host_prefix, work_dir): a rebuild uses the same folder, so
+# it must be one that any user on any machine can make.
+DEFAULT_BUILD_ROOT = Path("/tmp/ssm-conda-build")
+EPOCH_FILE = "source-date-epoch"  # what build-extension.sh writes beside the work folder
+ZSTD_LEVEL = 19  # conda-forge's; measured with `ssm-conda-dev bench-zstd`
+# rattler-build's build time: index.json (milliseconds) and the rendered recipe's build_configuration
+INDEX_TIME = re.compile(rb'"timestamp": \d+')
+RECIPE_TIME = re.compile(rb"^  timestamp: \S+$", re.MULTILINE)
+RUN_EXPORT = re.compile(rb"^( *)- spec: .*\n\1  from: .*\n\1  run_export: .*\n", re.MULTILINE)
+BUILD_ID_NOTE = struct.pack("<III", 4, 20, 3) + b"GNU\0"  # an ELF note: name size, SHA-1 size, NT_GNU_BUILD_ID
+
+
+@contextlib.contextmanager
+def build_root(root: Path) -> Iterator[Path]:
+    """`root` held by this process alone (its build folder has a fixed name), emptied before and after."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = (root / ".lock").open("w")
+    except OSError as exc:
+        raise UsageError(f"{BUILD_ROOT_ENV}={root}: cannot build there ({exc.strerror}); name a folder you can write") from None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another build or verify to finish with {root} ...", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        for leftover in ("bld", "linux-64", "linux-aarch64", "noarch"):
+            shutil.rmtree(root / leftover, ignore_errors=True)
+        try:
+            yield root
+        finally:
+            shutil.rmtree(root / "bld", ignore_errors=True)
+
+
+def build_in(root: Path, rendered: Any, output_dir: Path, **run_build: Any) -> Path:
+    """rattler-build's build of a rendered variant in `root` (a folder build_root holds), its archive written into
+    `output_dir` reproducibly; needs ToolConfiguration(keep_build=True) among `run_build` (the source's time is there)."""
+    result = rendered.run_build(output_dir=str(root), no_build_id=True, package_format="conda:1", **run_build)
+    built = Path(result.packages[0])
+    (output_dir / built.parent.name).mkdir(exist_ok=True)
+    epoch = int((root / "bld" / f"rattler-build_{rendered.recipe.package.name}" / EPOCH_FILE).read_text())
+    return repack(built, output_dir / built.parent.name / built.name, epoch)
+
+
+def _sorted_runs(data: bytes) -> bytes:
+    """Each run of consecutive run-export entries of a rendered recipe (spec, from, run_export) in sorted order."""
+    out, last, run = [], 0, []
+    for match in [*RUN_EXPORT.finditer(data), None]:
+        if run and (match is None or match.start() != run[-1].end()):
+            out += [data[last:run[0].start()], *sorted(m[0] for m in run)]
+            last, run = run[-1].end(), []
+        if match is not None:
+            run.append(match)
+    return b"".join([*out, data[last:]])
+
+
+def canonical(member: str, data: bytes, epoch: int) -> bytes:
+    """index.json and the rendered recipe with the source's time, and their run exports sorted (rattler-build lists
+    them in another order each run: a hash map's); other members as they are."""
+    if member == "info/index.json":
+        index = json.loads(data) | {"timestamp": epoch * 1000}
+        index.update({key: sorted(index[key]) for key in ("depends", "constrains") if key in index})
+        return json.dumps(index, indent=2, ensure_ascii=False).encode()
+    if member == "info/recipe/rendered_recipe.yaml":
+        stamp = time.strftime("  timestamp: %Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)).encode()
+        return _sorted_runs(RECIPE_TIME.sub(stamp, data, count=1))
+    return data
+
+
+def _retimed_tar(compressed: bytes, epoch: int) -> bytes:
+    out = io.BytesIO()
+    with (tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(io.BytesIO(compressed)), mode="r|") as old,
+          tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as new):
+        for member in old:
+            data = canonical(member.name, old.extractfile(member).read(), epoch) if member.isfile() else None
+            member.mtime, member.size = epoch, len(data) if data is not None else 0
+            new.addfile(member, io.BytesIO(data) if data is not None else None)
+    # several threads give the same bytes as one (zstd's promise for any number of workers from 1 up)
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=-1, write_content_size=True).compress(out.getvalue())
+
+
+def repack(source: Path, destination: Path, epoch: int) -> Path:
+    """`source` written to `destination` with `epoch` as its build time and every member's time."""
+    partial = destination.with_name(f".{destination.name}.partial")
+    try:
+        with zipfile.ZipFile(source) as old, zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as new:
+            for name in old.namelist():
+                info = zipfile.ZipInfo(name, date_time=time.gmtime(max(epoch, 315532800))[:6])  # zip's times start in 1980
+                info.create_system, info.external_attr = 3, 0o644 << 16
+                data = old.read(name)
+                new.writestr(info, _retimed_tar(data, epoch) if name.endswith(".tar.zst") else data)
+        partial.chmod(0o644)  # servable: rattler-build writes 0600
+        return partial.replace(destination)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def without_build_id(data: bytes) -> bytes:
+    """An ELF file's bytes with its GNU build ID zeroed (other files unchanged)."""
+    at = data.find(BUILD_ID_NOTE) if data.startswith(b"\x7fELF") else -1
+    return data if at < 0 else data[:at + 16] + bytes(20) + data[at + 36:]
+
+
+def _how(ours: bytes, theirs: bytes) -> str:
+    if without_build_id(ours) == without_build_id(theirs):
+        return "build ID"
+    if INDEX_TIME.sub(b"", RECIPE_TIME.sub(b"", ours)) == INDEX_TIME.sub(b"", RECIPE_TIME.sub(b"", theirs)):
+        return "timestamp"
+    return "content"
+
+
+def differing_files(ours: Path, theirs: Path) -> dict[str, str]:
+    """The files of two unpacked packages that differ, and how: build ID, timestamp, content, or missing."""
+    def files(root: Path) -> dict[str, Path]:
+        return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() or p.is_symlink()}
+
+    mine, other = files(ours), files(theirs)
+    found = {name: "only in the original" for name in mine.keys() - other.keys()}
+    found |= {name: "only in the rebuild" for name in other.keys() - mine.keys()}
+    for name in sorted(mine.keys() & other.keys()):
+        a, b = (str(p.readlink()).encode() if p.is_symlink() else p.read_bytes() for p in (mine[name], other[name]))
+        if a != b:
+            found[name] = _how(a, b)
+    return dict(sorted(found.items()))
