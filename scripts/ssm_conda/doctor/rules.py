@@ -50,8 +50,7 @@ def channel_args(channels: Sequence[str]) -> str:
 
 
 def probe_failed(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
-    error = facts.interpreter.error
-    return [missing("interpreter", error)] if error else []
+    return [missing("interpreter", facts.interpreter.error)] if facts.interpreter.error else []
 
 
 def driver_missing(facts: Facts, files: Sequence[VariantFile]) -> list[Finding]:
