@@ -18,6 +18,7 @@ CAUSAL_CONV1D_DIR = recipe_of("causal-conv1d").parent
 
 GIB = 1 << 30
 V1_UNLIMITED = "9223372036854771712"
+SDIST_TIME = 1_700_000_000
 
 
 def pip_environment(tmp_path: Path, probe_root: Path | None, cpus: int = 16, nvcc_help: str = "",
@@ -33,9 +34,13 @@ def pip_environment(tmp_path: Path, probe_root: Path | None, cpus: int = 16, nvc
     (bin_dir / "nvcc").chmod(0o755)
     environ = {k: v for k, v in os.environ.items()
                if k not in ("MAX_JOBS", "NVCC_THREADS", "SSM_CONDA_CCACHE_DIR", "SSM_CONDA_PROBE_ROOT")}
+    # the script runs in the unpacked sdist, whose PKG-INFO gives the source's time
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\n")
+    os.utime(tmp_path / "PKG-INFO", (SDIST_TIME, SDIST_TIME))
     environ.update(BUILD_PREFIX=str(tmp_path), SP_DIR=str(tmp_path), PYTHON=str(python), RECIPE_DIR=str(CAUSAL_CONV1D_DIR),
-                   PKG_NAME="causal-conv1d", PATH=f"{bin_dir}:{os.environ['PATH']}",
-                   TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), **env)
+                   PKG_NAME="causal-conv1d", PATH=f"{bin_dir}:{os.environ['PATH']}", SRC_DIR=str(tmp_path / "src"),
+                   TORCH_CUDA_ARCH_LIST="9.0", CPU_COUNT=str(cpus), SOURCE_DATE_EPOCH="1796512000")
+    environ.update(env)
     if probe_root is not None:
         environ["SSM_CONDA_PROBE_ROOT"] = str(probe_root)
     subprocess.run(["bash", str(RECIPES_DIR / "shared" / "build-extension.sh")], cwd=tmp_path, env=environ,
@@ -179,3 +184,15 @@ def test_headers_in_site_packages_are_reached_through_a_link_that_names_no_pytho
     command = cached_nvcc_command(tmp_path)
     link = tmp_path / "torch-include"
     assert command == f"ccache nvcc --compress-mode=size -I{link} -I{link}/torch/csrc/api/include"
+
+
+def test_times_are_the_sources_and_nvcc_names_its_temporary_files_after_the_object(tmp_path):
+    """Reproducible builds (docs/reproducible.md): SOURCE_DATE_EPOCH is the sdist's PKG-INFO time, not rattler-build's
+    build time, and is left for `ssm-conda build` beside the work folder; nvcc's temporary names are the object's;
+    the build folder is mapped out of __FILE__ with the compiler cache off too."""
+    help_text = NVCC_13_HELP + "\n--objdir-as-tempdir   (-objtemp)"
+    recorded = pip_environment(tmp_path, None, nvcc_help=help_text)
+    assert recorded["SOURCE_DATE_EPOCH"] == str(SDIST_TIME)
+    assert (tmp_path / "source-date-epoch").read_text() == f"{SDIST_TIME}\n"
+    assert recorded["PYTORCH_NVCC"] == "nvcc --compress-mode=size --objdir-as-tempdir"
+    assert recorded["NVCC_APPEND_FLAGS"].split() == [f"-Xcompiler=-fmacro-prefix-map={tmp_path}/="]
