@@ -49,6 +49,14 @@ def cuobjdump() -> str:
     pytest.fail("cuobjdump not found: pip install -r requirements-dev.txt (nvidia-cuda-cuobjdump)")
 
 
+# conda-build's output folder (test_conda_build_builds_what_ssm_conda_builds) and ssm-conda build's build root, whose
+# build folders (CB/bld/rattler-build_NAME_<10-digit time>, ROOT/bld/rattler-build_NAME) are as long: rattler-build pads
+# the host prefix to a length that depends on the build folder's, and ccache hashes the headers' paths relative to it.
+CB_OUTPUT = cache_dir() / "e2e-cbuild"
+BUILD_ROOT = cache_dir() / "e2e-cbuild-build-root"
+assert len(str(BUILD_ROOT)) == len(str(CB_OUTPUT)) + len("_1796511027")
+
+
 def tag(python: str) -> str:
     """cp312 for 3.12."""
     return "cp" + python.replace(".", "")
@@ -80,7 +88,7 @@ def build_variant(channel: Path, output: Path, python: str, ccache: Path, packag
     command = [sys.executable, "-m", "ssm_conda", "build", "--package", package_name, "--channel", channel.as_uri(),
                "--output-dir", str(output), "--cuda", CUDA, "--python", python, "--torch", TORCH, "--generation", GENERATION,
                *(["--target-platform", target_platform] if target_platform else [])]
-    env = {**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache)}
+    env = {**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache), "SSM_CONDA_BUILD_ROOT": str(BUILD_ROOT)}
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as process:
         for line in process.stdout:
             print(line, end="", flush=True)
@@ -95,8 +103,6 @@ def build_variant(channel: Path, output: Path, python: str, ccache: Path, packag
 
 @pytest.fixture(scope="module")
 def built(standin, ccache):
-    # rattler-build pads the host prefix to a length that depends on the output directory's, and
-    # the CUDA headers' paths are part of what ccache hashes: one output directory for both builds.
     output = cache_dir() / "e2e-output"
     shutil.rmtree(output, ignore_errors=True)
     package, log, seconds = build_variant(standin, output, PYTHON, ccache)
@@ -388,14 +394,11 @@ def test_conda_installs_the_channel(standin, built, built_mamba, conda, tmp_path
 def test_conda_build_builds_what_ssm_conda_builds(standin, built, conda, ccache, tmp_path):
     """`conda build` (conda-build 26.7.1 through py-rattler-build) of the one variant `ssm-conda plan
     --write-variants` wrote gives ssm-conda's package: name, build string, run requirements, file list."""
-    output, package = built[0], built[1]
+    package = built[1]
     selection = tmp_path / "selection.yaml"
     run(sys.executable, "-m", "ssm_conda", "plan", "--package", "causal-conv1d", "--channel", str(standin), "--cuda", CUDA,
         "--python", PYTHON, "--torch", TORCH, "--generation", GENERATION, "--write-variants", str(selection))
-    # An output folder whose path is as long as the first build's: rattler-build pads the host prefix
-    # to the build folder's length, and ccache hashes the headers' paths (CCACHE_BASEDIR: the build folder).
-    cb_output = output.with_name("e2e-cbuild")
-    assert len(str(cb_output)) == len(str(output))
+    cb_output = CB_OUTPUT  # its build folder is as long as ssm-conda build's (BUILD_ROOT): the compiler cache hits
     shutil.rmtree(cb_output, ignore_errors=True)
     start = time.monotonic()
     result = conda.run("build", "recipe/causal-conv1d", "-m", str(selection), "--override-channels", "-c", standin.as_uri(),
