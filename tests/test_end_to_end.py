@@ -332,7 +332,8 @@ def verify(*args: str, ccache: Path) -> str:
     """`ssm-conda verify ARGS` (it must pass), its output streamed."""
     command = [sys.executable, "-m", "ssm_conda", "verify", *args]
     with subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          env={**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache)}) as process:
+                          env={**without_system_cuda(), "SSM_CONDA_CCACHE_DIR": str(ccache),
+                               "SSM_CONDA_BUILD_ROOT": str(BUILD_ROOT)}) as process:
         output = "".join(print(line, end="", flush=True) or line for line in process.stdout)
     assert process.returncode == 0, "ssm-conda verify failed (log above)"
     return output

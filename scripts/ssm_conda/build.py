@@ -36,7 +36,7 @@ from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, load_variant_files, plan
 from ssm_conda.paths import cache_dir, recipe_of
 from ssm_conda.project import NAMES, package
-from ssm_conda.reproducible import BUILD_ROOT_ENV, DEFAULT_BUILD_ROOT, build_in, build_root
+from ssm_conda.reproducible import build_in, build_root, chosen_root
 from ssm_conda.selection import add_selector_arguments, selection_from_args
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class BuildOptions:
         rattler_cache = Path(environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache")
         return cls(plan_options, output_dir, args.skip_existing, args.test,
                    None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV), output_dir), rattler_cache / "pkgs",
-                   writable_dir(Path(environ.get(BUILD_ROOT_ENV) or DEFAULT_BUILD_ROOT).absolute(), BUILD_ROOT_ENV))
+                   chosen_root(environ))
 
 
 def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:

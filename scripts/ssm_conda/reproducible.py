@@ -13,12 +13,13 @@ import struct
 import tarfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import zstandard
 
+from ssm_conda.channels import writable_dir
 from ssm_conda.console import UsageError
 
 BUILD_ROOT_ENV = "SSM_CONDA_BUILD_ROOT"
@@ -32,6 +33,11 @@ INDEX_TIME = re.compile(rb'"timestamp": \d+')
 RECIPE_TIME = re.compile(rb"^  timestamp: \S+$", re.MULTILINE)
 RUN_EXPORT = re.compile(rb"^( *)- spec: .*\n\1  from: .*\n\1  run_export: .*\n", re.MULTILINE)
 BUILD_ID_NOTE = struct.pack("<III", 4, 20, 3) + b"GNU\0"  # an ELF note: name size, SHA-1 size, NT_GNU_BUILD_ID
+
+
+def chosen_root(environ: Mapping[str, str]) -> Path:
+    """The build root of this machine: $SSM_CONDA_BUILD_ROOT, else the default; checked writable, not created."""
+    return writable_dir(Path(environ.get(BUILD_ROOT_ENV) or DEFAULT_BUILD_ROOT).absolute(), BUILD_ROOT_ENV)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from pathlib import Path
 from ssm_conda.build import CCACHE_ENV, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
-from ssm_conda.reproducible import build_root, differing_files, repack
+from ssm_conda.reproducible import BUILD_ROOT_ENV, DEFAULT_BUILD_ROOT, build_root, chosen_root, differing_files, repack
 
 BUILD_DIR = re.compile(r"^    build_dir: (.+)$", re.MULTILINE)  # the rendered recipe's build_configuration.directories
 
@@ -37,17 +37,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class VerifyOptions:
     packages: tuple[Path, ...]
     compiler_cache: Path | None  # None: --no-cache
+    build_root: Path  # this machine's: a package built in another folder is rebuilt only when the user names it
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> VerifyOptions:
         packages = tuple(p for p in find_packages(args.packages) if p.name.endswith(".conda"))
         if not packages:
             raise UsageError(f"no .conda package in {' '.join(args.packages)}")
-        return cls(packages, None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)))
+        return cls(packages, None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ))
 
 
-def recorded(path: Path, into: Path) -> tuple[Path, int]:
-    """The build root (the folder holding bld/) and the build time a package records; unpacks it into `into`."""
+def recorded(path: Path, root: Path, into: Path) -> int:
+    """The build time a package records, which must have been built in `root`; unpacks it into `into`."""
     from rattler.package_streaming import extract
 
     try:
@@ -58,10 +59,14 @@ def recorded(path: Path, into: Path) -> tuple[Path, int]:
     recipe = into / "info" / "recipe" / "rendered_recipe.yaml"
     if not recipe.is_file() or not (found := BUILD_DIR.search(recipe.read_text())):
         raise UsageError(f"{path}: it records no rendered recipe (built without its recipe?), so it cannot be rebuilt")
-    return Path(found[1]).parent.parent, json.loads((into / "info" / "index.json").read_text())["timestamp"] // 1000
+    # rattler-build's rebuild empties the recorded folder: only this machine's build root, never one a package names
+    if Path(found[1]) != root / "bld" / f"rattler-build_{name_and_build_of(path.name)[0]}":
+        raise UsageError(f"{path}: it was built in {found[1]}, not in {root}/bld; to rebuild it there, set "
+                         f"{BUILD_ROOT_ENV} to the folder holding that bld/ (`ssm-conda build` builds in {DEFAULT_BUILD_ROOT})")
+    return json.loads((into / "info" / "index.json").read_text())["timestamp"] // 1000
 
 
-def verify_one(path: Path, root: Path, epoch: int, scratch: Path) -> Outcome:
+def verify_one(path: Path, epoch: int, root: Path, scratch: Path) -> Outcome:
     """Rebuild `path` (unpacked in scratch/original by `recorded`) in its build root, and compare."""
     from rattler.package_streaming import extract
     from rattler_build import Package
@@ -95,9 +100,11 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ssm-conda-verify-") as scratch:
         folders = [Path(scratch) / str(i) for i in range(len(verify.packages))]
         # every package read before anything is rebuilt or created
-        found = [(path, *recorded(path, folder / "original")) for path, folder in zip(verify.packages, folders, strict=True)]
+        epochs = [recorded(path, verify.build_root, folder / "original")
+                  for path, folder in zip(verify.packages, folders, strict=True)]
         configure_compiler_cache(verify.compiler_cache)
-        outcomes = [verify_one(*each, folder) for each, folder in zip(found, folders, strict=True)]
+        outcomes = [verify_one(path, epoch, verify.build_root, folder)
+                    for path, epoch, folder in zip(verify.packages, epochs, folders, strict=True)]
     print_summary(outcomes)
     if differ := [o for o in outcomes if o.result != "identical"]:
         raise PipelineError(f"{len(differ)} of {len(outcomes)} package(s) not reproduced: {', '.join(o.package for o in differ)}")

@@ -10,8 +10,9 @@ from tests.reproducible_build import build_tiny
 PLANTED = "date +%s%N > $PREFIX/share/fake/b.txt"  # a build that writes its own time: never the same twice
 
 
-def test_a_reproducible_package_is_identical_wherever_it_lies(tmp_path, capsys):
+def test_a_reproducible_package_is_identical_wherever_it_lies(tmp_path, capsys, monkeypatch):
     """A package downloaded from a channel: not in the folder it was built into, which is gone."""
+    monkeypatch.setenv("SSM_CONDA_BUILD_ROOT", str(tmp_path / "root"))
     built = build_tiny(tmp_path / "root", tmp_path / "out")
     downloaded = shutil.copy(built, tmp_path / built.name)
     shutil.rmtree(tmp_path / "out")
@@ -22,7 +23,8 @@ def test_a_reproducible_package_is_identical_wherever_it_lies(tmp_path, capsys):
     assert "identical" in row and "sha256" in row, out
 
 
-def test_a_planted_change_is_named_with_its_files_and_fails(tmp_path, capsys):
+def test_a_planted_change_is_named_with_its_files_and_fails(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SSM_CONDA_BUILD_ROOT", str(tmp_path / "root"))
     good = build_tiny(tmp_path / "root", tmp_path / "good")
     planted = build_tiny(tmp_path / "root", tmp_path / "planted", extra=PLANTED)
     assert cli.main(["verify", str(good), str(planted), "--no-cache"]) == 1
