@@ -21,6 +21,7 @@ from pathlib import Path
 from ssm_conda.build import CCACHE_ENV, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
+from ssm_conda.project import NAMES
 from ssm_conda.reproducible import BUILD_ROOT_ENV, DEFAULT_BUILD_ROOT, build_root, chosen_root, differing_files, repack
 
 BUILD_DIR = re.compile(r"^    build_dir: (.+)$", re.MULTILINE)  # the rendered recipe's build_configuration.directories
@@ -52,9 +53,11 @@ def recorded(path: Path, root: Path, into: Path) -> int:
     from rattler.package_streaming import extract
 
     try:
-        check_archive(path)
+        index = check_archive(path)
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
+    if index.name.normalized not in NAMES:  # its recorded build script would run here
+        raise UsageError(f"{path}: {index.name.normalized} is not a package of this project ({', '.join(NAMES)})")
     extract(path, into)
     recipe = into / "info" / "recipe" / "rendered_recipe.yaml"
     if not recipe.is_file() or not (found := BUILD_DIR.search(recipe.read_text())):

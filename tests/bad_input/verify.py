@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.bad_input import Case, Context
 from tests.bad_input.gpu_check import bare_file
-from tests.damaged_archives import good_package, truncated
+from tests.damaged_archives import foreign_package, good_package, truncated
 from tests.reproducible_build import build_tiny
 
 
@@ -45,6 +45,8 @@ CASES = [
          setup=bare_file("causal-conv1d-1.7.0-x_0.conda")),
     Case("verify-truncated-archive", ("verify", "{pkg}"), "not a valid conda archive",
          setup=lambda c: c.values.update(pkg=str(truncated(build_tiny(c.tmp / "root", c.tmp / "channel"))))),
+    Case("verify-foreign-package", ("verify", "{pkg}"), "numpy is not a package of this project",
+         setup=lambda c: c.values.update(pkg=str(foreign_package(good_package(c.tmp / "channel"))))),
     Case("verify-no-recipe-inside", ("verify", "{pkg}"), "records no rendered recipe",
          setup=lambda c: c.values.update(pkg=str(good_package(c.tmp / "channel")))),
     Case("verify-build-root-read-only", ("verify", "{pkg}", "--no-cache"), "builds/root: ",
