@@ -113,13 +113,13 @@ fi
 export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -Xcompiler=-fmacro-prefix-map=${build_root}/="
 
 # Optional compiler cache, kept outside the output channel: `ssm-conda build` points
-# SSM_CONDA_CCACHE_DIR at it (--no-cache leaves it empty). Paths under the build root are
-# hashed relative to it, so variants built in other build directories (a rebuild after a recipe
-# change, another Python) reuse the CUDA objects.
+# SSM_CONDA_CCACHE_DIR at it (--no-cache leaves it empty). `ssm-conda build` builds every package
+# in one build folder, so variants built later (a rebuild after a recipe change, another Python)
+# reuse the CUDA objects. No CCACHE_BASEDIR: ccache would hand the compiler relative paths, which
+# end up in __FILE__, and a build with the cache would differ from one without.
 if [[ -n "${SSM_CONDA_CCACHE_DIR:-}" ]]; then
   command -v ccache >/dev/null || { echo "SSM_CONDA_CCACHE_DIR is set but ccache is missing" >&2; exit 1; }
   export CCACHE_DIR="${SSM_CONDA_CCACHE_DIR}"
-  export CCACHE_BASEDIR="${build_root}"
   export CCACHE_NOHASHDIR=1
   export CCACHE_COMPILERCHECK=content
   # Environment files are hard links into the package cache, so creating or removing any other

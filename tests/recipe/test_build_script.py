@@ -158,8 +158,8 @@ def test_fatbins_compressed_where_nvcc_can(tmp_path, nvcc_help, expected):
     assert pip_environment(tmp_path, root, nvcc_help=nvcc_help)["PYTORCH_NVCC"] == expected
 
 
-def cached_nvcc_command(tmp_path: Path) -> str:
-    """PYTORCH_NVCC as the build script sets it with the compiler cache on (a fake ccache on PATH)."""
+def cached_environment(tmp_path: Path) -> dict[str, str]:
+    """The environment pip runs in with the compiler cache on (a fake ccache on PATH)."""
     root = machine(tmp_path / "root", 64)
     fake_ccache = tmp_path / "fake-bin"
     fake_ccache.mkdir()
@@ -167,7 +167,19 @@ def cached_nvcc_command(tmp_path: Path) -> str:
     (fake_ccache / "ccache").chmod(0o755)
     (tmp_path / "src").mkdir(exist_ok=True)
     return pip_environment(tmp_path, root, nvcc_help=NVCC_13_HELP, SSM_CONDA_CCACHE_DIR=str(tmp_path / "cache"),
-                           SRC_DIR=str(tmp_path / "src"), CXX="g++")["PYTORCH_NVCC"]
+                           SRC_DIR=str(tmp_path / "src"), CXX="g++")
+
+
+def cached_nvcc_command(tmp_path: Path) -> str:
+    """PYTORCH_NVCC as the build script sets it with the compiler cache on."""
+    return cached_environment(tmp_path)["PYTORCH_NVCC"]
+
+
+def test_the_cache_hands_the_compiler_the_paths_it_sees_without_it(tmp_path):
+    """No CCACHE_BASEDIR: ccache would rewrite the paths under it to relative ones, which end up in __FILE__, and a
+    build with the cache would differ from one without (docs/reproducible.md)."""
+    environ = cached_environment(tmp_path)
+    assert environ["CCACHE_DIR"] == str(tmp_path / "cache") and "CCACHE_BASEDIR" not in environ
 
 
 def test_compression_flag_is_on_the_cached_command_line(tmp_path):
