@@ -263,7 +263,7 @@ def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence
 
 
 def needed(name: str, output_dir: Path, root: Path) -> None:
-    """The output channel's packages that `name`'s tests need, linked into the build root's channel (rattler-build
+    """The output channel's packages that `name`'s tests need, copied into the build root's channel (rattler-build
     solves from its own output folder; the output channel itself, passed as a channel, would be recorded)."""
     for need in package(name).needs:
         for path in output_dir.glob(f"*/{need}-*.conda"):
