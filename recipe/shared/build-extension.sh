@@ -84,9 +84,15 @@ if grep -q -- '--compress-mode' <<<"${nvcc_help}"; then
   nvcc_command+=" --compress-mode=size"
 fi
 # Reproducible objects: nvcc names its temporary files after its process id and embeds the names;
-# beside the object file they take the object's name instead.
+# beside the object file they take the object's name instead. Some internal symbols carry a
+# random number too (measured: the process id again); a seed replaces it. One seed for every
+# file is safe here: those symbols also carry the file's name, and nothing is linked across files
+# on the device (no -rdc).
 if grep -q -- '--objdir-as-tempdir' <<<"${nvcc_help}"; then
   nvcc_command+=" --objdir-as-tempdir"
+fi
+if grep -q -- '--frandom-seed' <<<"${nvcc_help}"; then
+  nvcc_command+=" --frandom-seed=${PKG_NAME}"
 fi
 
 # Reproducible packages: every time recorded is the source's (the sdist's PKG-INFO), not the build's.

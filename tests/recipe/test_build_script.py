@@ -202,9 +202,9 @@ def test_times_are_the_sources_and_nvcc_names_its_temporary_files_after_the_obje
     """Reproducible builds (docs/reproducible.md): SOURCE_DATE_EPOCH is the sdist's PKG-INFO time, not rattler-build's
     build time, and is left for `ssm-conda build` beside the work folder; nvcc's temporary names are the object's;
     the build folder is mapped out of __FILE__ with the compiler cache off too."""
-    help_text = NVCC_13_HELP + "\n--objdir-as-tempdir   (-objtemp)"
+    help_text = NVCC_13_HELP + "\n--objdir-as-tempdir   (-objtemp)\n--frandom-seed <seed>   (-frandom-seed)"
     recorded = pip_environment(tmp_path, None, nvcc_help=help_text)
     assert recorded["SOURCE_DATE_EPOCH"] == str(SDIST_TIME)
     assert (tmp_path / "source-date-epoch").read_text() == f"{SDIST_TIME}\n"
-    assert recorded["PYTORCH_NVCC"] == "nvcc --compress-mode=size --objdir-as-tempdir"
+    assert recorded["PYTORCH_NVCC"] == "nvcc --compress-mode=size --objdir-as-tempdir --frandom-seed=causal-conv1d"
     assert recorded["NVCC_APPEND_FLAGS"].split() == [f"-Xcompiler=-fmacro-prefix-map={tmp_path}/="]
