@@ -25,11 +25,13 @@ CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+
 
 
 def index_channel(channel_dir: Path, force: bool = False) -> None:
-    """Write repodata.json for every subdir (noarch/ too: conda requires it); `force` re-reads files replaced under their name."""
+    """Write repodata.json for every subdir folder, this machine's and noarch/ always (conda requires them); `force`
+    re-reads files replaced under their name."""
     from rattler import Subdir
     from rattler.index import index_fs
 
-    for subdir in (str(Subdir.current()), "noarch"):
+    known = {str(s) for s in Subdir.all()}
+    for subdir in sorted({str(Subdir.current()), "noarch"} | {p.name for p in channel_dir.glob("*/") if p.name in known}):
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
     # as conda-index writes them, whatever the umask: rattler-build writes packages 0600, which a web server cannot read

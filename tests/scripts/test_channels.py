@@ -3,6 +3,7 @@
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from rattler import Subdir
@@ -19,6 +20,27 @@ def test_index_creates_repodata_for_native_and_noarch(tmp_path):
         repodata = json.loads((tmp_path / subdir / "repodata.json").read_text())
         assert repodata["info"]["subdir"] == subdir
         assert repodata["packages.conda"] == {}
+
+
+def test_index_lists_the_packages_of_every_platform_folder(tmp_path):
+    """A cross build's channel (linux-aarch64 packages, built elsewhere and moved in) is installable: its folder is
+    indexed beside this machine's and noarch; a folder that names no platform (build-logs/) is left alone."""
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
+
+    recipe = "package: {name: causal-conv1d, version: '1.7.0'}\nbuild: {script: [mkdir -p $PREFIX/share]}\n"
+    render = RenderConfig(PlatformConfig(target_platform="linux-aarch64"))
+    (rendered,) = Stage0Recipe.from_yaml(recipe, recipe_dir=tmp_path / "recipe").render(VariantConfig(), render)
+    (built,) = rendered.run_build(ToolConfiguration(test_strategy="skip"), output_dir=str(tmp_path / "build"),
+                                  channels=[(tmp_path / "build").as_uri()]).packages
+    channel = tmp_path / "channel"
+    (channel / "linux-aarch64").mkdir(parents=True)
+    (channel / "build-logs").mkdir()
+    Path(built).rename(channel / "linux-aarch64" / Path(built).name)
+    index_channel(channel)
+    repodata = json.loads((channel / "linux-aarch64" / "repodata.json").read_text())
+    assert list(repodata["packages.conda"]) == [Path(built).name]
+    assert {p.parent.name for p in channel.glob("*/repodata.json")} == {"linux-aarch64", str(Subdir.current()), "noarch"}
+    assert list((channel / "build-logs").iterdir()) == []
 
 
 def modes(channel):
