@@ -32,6 +32,7 @@ ZSTD_LEVEL = 19  # conda-forge's; measured with `ssm-conda-dev bench-zstd`
 INDEX_TIME = re.compile(rb'"timestamp": \d+')
 RECIPE_TIME = re.compile(rb"^  timestamp: \S+$", re.MULTILINE)
 RUN_EXPORT = re.compile(rb"^( *)- spec: .*\n\1  from: .*\n\1  run_export: .*\n", re.MULTILINE)
+RESOLVED = re.compile(rb"^( *)resolved:\n((?:\1- .*\n(?:\1  .*\n)*)+)", re.MULTILINE)  # a list of package records
 BUILD_ID_NOTE = struct.pack("<III", 4, 20, 3) + b"GNU\0"  # an ELF note: name size, SHA-1 size, NT_GNU_BUILD_ID
 
 
@@ -84,16 +85,25 @@ def _sorted_runs(data: bytes) -> bytes:
     return b"".join([*out, data[last:]])
 
 
+def _sorted_resolved(data: bytes) -> bytes:
+    """The records of each environment's packages (`resolved:`) by name: the solver's order changes from run to run."""
+    def by_name(found: re.Match[bytes]) -> bytes:
+        records = re.findall(rb"^%s- .*\n(?:%s  .*\n)*" % (found[1], found[1]), found[2], re.MULTILINE)
+        ordered = sorted(records, key=lambda r: (re.findall(rb"^ *name: (.*)$", r, re.MULTILINE), r))
+        return found[0][:found.start(2) - found.start()] + b"".join(ordered)
+    return RESOLVED.sub(by_name, data)
+
+
 def canonical(member: str, data: bytes, epoch: int) -> bytes:
-    """index.json and the rendered recipe with the source's time, and their run exports sorted (rattler-build lists
-    them in another order each run: a hash map's); other members as they are."""
+    """index.json and the rendered recipe with the source's time, and their run exports and package records sorted
+    (rattler-build lists them in another order each run: a hash map's, the solver's); other members as they are."""
     if member == "info/index.json":
         index = json.loads(data) | {"timestamp": epoch * 1000}
         index.update({key: sorted(index[key]) for key in ("depends", "constrains") if key in index})
         return json.dumps(index, indent=2, ensure_ascii=False).encode()
     if member == "info/recipe/rendered_recipe.yaml":
         stamp = time.strftime("  timestamp: %Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)).encode()
-        return _sorted_runs(RECIPE_TIME.sub(stamp, data, count=1))
+        return _sorted_resolved(_sorted_runs(RECIPE_TIME.sub(stamp, data, count=1)))
     return data
 
 

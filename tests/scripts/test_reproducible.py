@@ -133,3 +133,22 @@ def test_run_exports_and_depends_are_written_in_one_order():
         "name": "x", "depends": ["cuda-arch >=9.0", "libgcc >=12", "python_abi 3.11.* *_cp311"], "constrains": ["a", "b"],
         "timestamp": EPOCH * 1000}
     assert canonical("site-packages/x.py", b"depends", EPOCH) == b"depends"
+
+
+def record(name: str, depends: str = "[]") -> str:
+    return f"    - arch: x86_64\n      depends: {depends}\n      name: {name}\n      run_exports:\n        weak:\n        - {name}\n"
+
+
+def test_the_records_of_each_environment_are_written_in_one_order():
+    """The solver lists an environment's packages (`resolved:`) in another order from run to run (measured: libgcc
+    before or after libstdcxx): the archive has them by name, every line kept; a record that differs still differs."""
+    def recipe(build: list[str], host: list[str]) -> bytes:
+        return ("finalized_dependencies:\n  build:\n    specs:\n    - source: ninja\n    resolved:\n" + "".join(build)
+                + "  host:\n    specs: []\n    resolved:\n" + "".join(host) + "  run:\n    depends: []\n").encode()
+
+    build, host = [record("ninja"), record("ccache")], [record("libstdcxx", "[libgcc]"), record("libgcc"), record("abi")]
+    written = canonical("info/recipe/rendered_recipe.yaml", recipe(build, host), EPOCH)
+    assert written == recipe(sorted(build), [host[2], host[1], host[0]])
+    assert canonical("info/recipe/rendered_recipe.yaml", recipe(build[::-1], host[::-1]), EPOCH) == written
+    changed = recipe(build, [record("libstdcxx", "[libgcc 13]"), *host[1:]])
+    assert canonical("info/recipe/rendered_recipe.yaml", changed, EPOCH) != written
