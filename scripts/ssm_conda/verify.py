@@ -17,9 +17,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ssm_conda.build import CCACHE_ENV, compiler_cache_dir, configure_compiler_cache
-from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
+from ssm_conda.channels import check_archive, find_packages, sha256_of
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.project import NAMES
 from ssm_conda.reproducible import BUILD_ROOT_ENV, DEFAULT_BUILD_ROOT, build_root, chosen_root, differing_files, repack
@@ -48,8 +49,8 @@ class VerifyOptions:
         return cls(packages, None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ))
 
 
-def recorded(path: Path, root: Path, into: Path) -> int:
-    """The build time a package records, which must have been built in `root`; unpacks it into `into`."""
+def recorded(path: Path, root: Path, into: Path) -> dict[str, Any]:
+    """The index.json of a package, which must have been built in `root`; unpacks it into `into`."""
     from rattler.package_streaming import extract
 
     try:
@@ -63,28 +64,30 @@ def recorded(path: Path, root: Path, into: Path) -> int:
     if not recipe.is_file() or not (found := BUILD_DIR.search(recipe.read_text())):
         raise UsageError(f"{path}: it records no rendered recipe (built without its recipe?), so it cannot be rebuilt")
     # rattler-build's rebuild empties the recorded folder: only this machine's build root, never one a package names
-    if Path(found[1]) != root / "bld" / f"rattler-build_{name_and_build_of(path.name)[0]}":
+    if Path(found[1]) != root / "bld" / f"rattler-build_{index.name.normalized}":  # the file may have been renamed
         raise UsageError(f"{path}: it was built in {found[1]}, not in {root}/bld; to rebuild it there, set "
                          f"{BUILD_ROOT_ENV} to the folder holding that bld/ (`ssm-conda build` builds in {DEFAULT_BUILD_ROOT})")
-    return json.loads((into / "info" / "index.json").read_text())["timestamp"] // 1000
+    return json.loads((into / "info" / "index.json").read_text())
 
 
-def verify_one(path: Path, epoch: int, root: Path, scratch: Path) -> Outcome:
-    """Rebuild `path` (unpacked in scratch/original by `recorded`) in its build root, and compare."""
+def verify_one(path: Path, index: dict[str, Any], root: Path, scratch: Path) -> Outcome:
+    """Rebuild `path` (unpacked in scratch/original by `recorded`, which read `index`) in its build root, and compare."""
     from rattler.package_streaming import extract
     from rattler_build import Package
 
-    outcome, start = Outcome(*name_and_build_of(path.name)), time.monotonic()
+    outcome, start = Outcome(index["name"], index["build"]), time.monotonic()
     print(f"rebuilding {path.name} in {root} (it compiles again) ...", flush=True)
+    named = scratch / f"{index['name']}-{index['version']}-{index['build']}.conda"  # rattler-build reads the file name
+    named.symlink_to(path.absolute())
     with build_root(root):
         try:
-            rebuilt = Package.from_file(path).rebuild(test="skip", output_dir=scratch).rebuilt_path
+            rebuilt = Package.from_file(named).rebuild(test="skip", output_dir=scratch).rebuilt_path
         except Exception as exc:  # rattler_build raises its own error types
             outcome.result, outcome.detail = "failed", (str(exc).strip().splitlines() or [repr(exc)])[-1][:200]
             return outcome
         finally:
             outcome.seconds = time.monotonic() - start
-    ours = repack(Path(rebuilt), scratch / "rebuilt.conda", epoch)
+    ours = repack(Path(rebuilt), scratch / "rebuilt.conda", index["timestamp"] // 1000)
     outcome.size, outcome.path = path.stat().st_size, path
     if sha256_of(ours) == sha256_of(path):
         outcome.result, outcome.detail = "identical", f"sha256 {sha256_of(path)[:16]}"
@@ -103,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ssm-conda-verify-") as scratch:
         folders = [Path(scratch) / str(i) for i in range(len(verify.packages))]
         # every package read before anything is rebuilt or created
-        epochs = [recorded(path, verify.build_root, folder / "original")
-                  for path, folder in zip(verify.packages, folders, strict=True)]
+        indexes = [recorded(path, verify.build_root, folder / "original")
+                   for path, folder in zip(verify.packages, folders, strict=True)]
         configure_compiler_cache(verify.compiler_cache)
-        outcomes = [verify_one(path, epoch, verify.build_root, folder)
-                    for path, epoch, folder in zip(verify.packages, epochs, folders, strict=True)]
+        outcomes = [verify_one(path, index, verify.build_root, folder)
+                    for path, index, folder in zip(verify.packages, indexes, folders, strict=True)]
     print_summary(outcomes)
     if differ := [o for o in outcomes if o.result != "identical"]:
         raise PipelineError(f"{len(differ)} of {len(outcomes)} package(s) not reproduced: {', '.join(o.package for o in differ)}")

@@ -136,7 +136,8 @@ def test_run_exports_and_depends_are_written_in_one_order():
 
 
 def record(name: str, depends: str = "[]") -> str:
-    return f"    - arch: x86_64\n      depends: {depends}\n      name: {name}\n      run_exports:\n        weak:\n        - {name}\n"
+    return (f"    - arch: x86_64\n      depends: {depends}\n      name: {name}\n"
+            f"      run_exports:\n        weak:\n        - {name}\n")
 
 
 def test_the_records_of_each_environment_are_written_in_one_order():

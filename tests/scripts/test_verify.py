@@ -11,16 +11,17 @@ PLANTED = "date +%s%N > $PREFIX/share/fake/b.txt"  # a build that writes its own
 
 
 def test_a_reproducible_package_is_identical_wherever_it_lies(tmp_path, capsys, monkeypatch):
-    """A package downloaded from a channel: not in the folder it was built into, which is gone."""
+    """A package downloaded from a channel: not in the folder it was built into, which is gone, and saved under
+    another name (`curl -o`, a browser): what it is comes from its index.json."""
     monkeypatch.setenv("SSM_CONDA_BUILD_ROOT", str(tmp_path / "root"))
     built = build_tiny(tmp_path / "root", tmp_path / "out")
-    downloaded = shutil.copy(built, tmp_path / built.name)
+    downloaded = shutil.copy(built, tmp_path / "downloaded.conda")
     shutil.rmtree(tmp_path / "out")
     assert cli.main(["verify", str(downloaded), "--no-cache"]) == 0
     out = capsys.readouterr().out
-    assert f"rebuilding {built.name} in {tmp_path / 'root'}" in out
+    assert f"rebuilding downloaded.conda in {tmp_path / 'root'}" in out
     row = next(line for line in out.splitlines() if line.startswith("causal-conv1d "))
-    assert "identical" in row and "sha256" in row, out
+    assert f"causal-conv1d  {built.name.split('-')[-1].removesuffix('.conda')}  identical" in row and "sha256" in row, out
 
 
 def test_a_planted_change_is_named_with_its_files_and_fails(tmp_path, capsys, monkeypatch):
