@@ -101,8 +101,8 @@ fi
 # the archive the same time.
 SOURCE_DATE_EPOCH=$(stat -c %Y PKG-INFO)
 export SOURCE_DATE_EPOCH
-echo "${SOURCE_DATE_EPOCH}" > "$(dirname "${SRC_DIR}")/source-date-epoch"
 build_root="$(dirname "${SRC_DIR}")"
+echo "${SOURCE_DATE_EPOCH}" > "${build_root}/source-date-epoch"
 # conda-forge's libtorch installs torch's headers in $PREFIX/include, a path that names no Python,
 # so the CUDA sources (which never include Python.h) of variants that differ only in Python
 # preprocess to the same text and share their objects in a compiler cache; the C++ binding includes
@@ -133,9 +133,11 @@ if [[ -n "${SSM_CONDA_CCACHE_DIR:-}" ]]; then
   # header edited mid-compile, compile again and store nothing. Their content and mtime still count.
   export CCACHE_SLOPPINESS=include_file_ctime
   nvcc_command="ccache ${nvcc_command}"
-  # ccache masquerading as the C++ compiler keeps the name torch's ABI check expects.
-  ccache_bin="$(mktemp -d)"
-  ln -s "$(command -v ccache)" "${ccache_bin}/$(basename "${CXX}")"
+  # ccache masquerading as the C++ compiler keeps the name torch's ABI check expects. In the build
+  # folder, not /tmp: it goes with the build, and the compiler's path is the same in every build.
+  ccache_bin="${build_root}/ccache-bin"
+  mkdir -p "${ccache_bin}"
+  ln -sf "$(command -v ccache)" "${ccache_bin}/$(basename "${CXX}")"
   export CXX="${ccache_bin}/$(basename "${CXX}")"
   ccache --zero-stats >/dev/null
 fi

@@ -182,6 +182,18 @@ def test_the_cache_hands_the_compiler_the_paths_it_sees_without_it(tmp_path):
     assert environ["CCACHE_DIR"] == str(tmp_path / "cache") and "CCACHE_BASEDIR" not in environ
 
 
+def test_the_cache_wraps_the_compiler_inside_the_build_folder(tmp_path, monkeypatch):
+    """ccache stands in for the C++ compiler under its name, from a folder beside the work folder: it goes with the
+    build, and nothing is left in $TMPDIR (a folder per build, before)."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    environ = cached_environment(tmp_path)
+    assert environ["CXX"] == str(tmp_path / "ccache-bin" / "g++")
+    assert (tmp_path / "ccache-bin" / "g++").resolve() == (tmp_path / "fake-bin" / "ccache").resolve()
+    assert list(tmpdir.iterdir()) == []
+
+
 def test_compression_flag_is_on_the_cached_command_line(tmp_path):
     """With the compiler cache the flag stays on the command line ccache hashes: objects built
     without compression are never reused for a compressed build. conda-forge's libtorch has torch's
