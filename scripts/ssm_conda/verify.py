@@ -9,7 +9,6 @@ compared: identical, or which files differ and how (build ID, timestamp, content
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import tempfile
@@ -17,7 +16,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from rattler.package import IndexJson
+from rattler.package_streaming import extract
+from rattler_build import Package
 
 from ssm_conda.build import CCACHE_ENV, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.channels import check_archive, find_packages, sha256_of
@@ -49,10 +51,8 @@ class VerifyOptions:
         return cls(packages, None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ))
 
 
-def recorded(path: Path, root: Path, into: Path) -> dict[str, Any]:
+def recorded(path: Path, root: Path, into: Path) -> IndexJson:
     """The index.json of a package, which must have been built in `root`; unpacks it into `into`."""
-    from rattler.package_streaming import extract
-
     try:
         index = check_archive(path)
     except ValueError as exc:
@@ -67,17 +67,14 @@ def recorded(path: Path, root: Path, into: Path) -> dict[str, Any]:
     if Path(found[1]) != root / "bld" / f"rattler-build_{index.name.normalized}":  # the file may have been renamed
         raise UsageError(f"{path}: it was built in {found[1]}, not in {root}/bld; to rebuild it there, set "
                          f"{BUILD_ROOT_ENV} to the folder holding that bld/ (`ssm-conda build` builds in {DEFAULT_BUILD_ROOT})")
-    return json.loads((into / "info" / "index.json").read_text())
+    return index
 
 
-def verify_one(path: Path, index: dict[str, Any], root: Path, scratch: Path) -> Outcome:
+def verify_one(path: Path, index: IndexJson, root: Path, scratch: Path) -> Outcome:
     """Rebuild `path` (unpacked in scratch/original by `recorded`, which read `index`) in its build root, and compare."""
-    from rattler.package_streaming import extract
-    from rattler_build import Package
-
-    outcome, start = Outcome(index["name"], index["build"]), time.monotonic()
+    outcome, start = Outcome(index.name.source, str(index.build)), time.monotonic()
     print(f"rebuilding {path.name} in {root} (it compiles again) ...", flush=True)
-    named = scratch / f"{index['name']}-{index['version']}-{index['build']}.conda"  # rattler-build reads the file name
+    named = scratch / f"{index.name.source}-{index.version}-{index.build}.conda"  # rattler-build reads the file name
     named.symlink_to(path.absolute())
     with build_root(root):
         try:
@@ -87,7 +84,7 @@ def verify_one(path: Path, index: dict[str, Any], root: Path, scratch: Path) -> 
             return outcome
         finally:
             outcome.seconds = time.monotonic() - start
-    ours = repack(Path(rebuilt), scratch / "rebuilt.conda", index["timestamp"] // 1000)
+    ours = repack(Path(rebuilt), scratch / "rebuilt.conda", int(index.timestamp.timestamp()))
     outcome.size, outcome.path = path.stat().st_size, path
     if sha256_of(ours) == sha256_of(path):
         outcome.result, outcome.detail = "identical", f"sha256 {sha256_of(path)[:16]}"
