@@ -31,12 +31,14 @@ def index_channel(channel_dir: Path, force: bool = False) -> None:
     from rattler.index import index_fs
 
     known = {str(s) for s in Subdir.all()}
-    for subdir in sorted({str(Subdir.current()), "noarch"} | {p.name for p in channel_dir.glob("*/") if p.name in known}):
+    subdirs = sorted({str(Subdir.current()), "noarch"} | {p.name for p in channel_dir.glob("*/") if p.name in known})
+    for subdir in subdirs:
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
-    # as conda-index writes them, whatever the umask: rattler-build writes packages 0600, which a web server cannot read
-    subdirs = [p for p in channel_dir.iterdir() if p.is_dir() and SUBDIR_RE.fullmatch(p.name)]
-    for path in [*subdirs, *(f for s in subdirs for f in s.rglob("*"))]:
+    # as conda-index writes them, whatever the umask: rattler-build writes packages 0600, which a web server cannot read;
+    # build's logs (build-logs/) are served beside the packages
+    folders = [channel_dir / name for name in (*subdirs, "build-logs") if (channel_dir / name).is_dir()]
+    for path in [*folders, *(f for folder in folders for f in folder.rglob("*"))]:
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
 
