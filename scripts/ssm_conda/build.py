@@ -18,14 +18,16 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import yaml
+from rattler import BuildString, GenericVirtualPackage, PackageName, SparseRepoData, Version, solve_with_sparse_repodata
+from rattler.exceptions import SolverError
+from rattler_build import ToolConfiguration
 from rattler_build.progress import ProgressCallback
 
 from ssm_conda import options
@@ -38,9 +40,6 @@ from ssm_conda.paths import cache_dir, recipe_of
 from ssm_conda.project import NAMES, package
 from ssm_conda.reproducible import build_in, build_root, chosen_root
 from ssm_conda.selection import add_selector_arguments, selection_from_args
-
-if TYPE_CHECKING:
-    from rattler import SparseRepoData
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 LINUX_VERSION = "4.18"  # the kernel of the oldest system conda-forge's glibc 2.28 supports (RHEL 8)
@@ -203,9 +202,6 @@ def evict_from_package_cache(name: str, version: str, build_string: str, cache: 
 def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels: Sequence[str]) -> str | None:
     """What a build's "Failed to resolve dependencies" could not find, in one line: py-rattler-build's error
     says no more, so its last solve (the Platform: and Specs: lines of its log) is solved again from `repodata`."""
-    from rattler import BuildString, GenericVirtualPackage, PackageName, Version, solve_with_sparse_repodata
-    from rattler.exceptions import SolverError
-
     log = [line.strip() for line in getattr(error, "log", [])]
     try:
         platform = max(i for i, line in enumerate(log) if line.startswith("Platform:"))
@@ -224,8 +220,6 @@ def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels:
 
 
 def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence[SparseRepoData] = ()) -> Outcome:
-    from rattler_build import ToolConfiguration
-
     start, channels, output_dir = time.monotonic(), list(options.plan.channels), options.output_dir
     outcome = Outcome(variant.package, variant.label)
     if options.skip_existing and (existing := sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))):
@@ -328,18 +322,13 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def staged_recipes(packages: Sequence[str]) -> Iterator[list[Path]]:
-    """Each package's recipe folder copied with its links followed (recipe/NAME/shared links to recipe/shared): a package
-    ships a copy of its recipe folder, and rebuilds only from what is in it."""
-    with tempfile.TemporaryDirectory(prefix="ssm-conda-recipes-") as staging:
-        yield [Path(shutil.copytree(recipe_of(p).parent, Path(staging) / p)) / "recipe.yaml" for p in packages]
-
-
 def run(args: argparse.Namespace) -> int:
     build = BuildOptions.from_args(args, os.environ)
     selection = with_needs(build.plan.selection)
-    with staged_recipes(selection.packages) as recipes:
+    # each package's recipe folder copied with its links followed (recipe/NAME/shared links to recipe/shared): a package
+    # ships a copy of its recipe folder, and rebuilds only from what is in it
+    with tempfile.TemporaryDirectory(prefix="ssm-conda-recipes-") as staging:
+        recipes = [Path(shutil.copytree(recipe_of(p).parent, Path(staging) / p)) / "recipe.yaml" for p in selection.packages]
         return build_all(build, skip_present_needs(planned(build.plan, selection, recipes), build.plan.selection.packages,
                                                    build.output_dir))
 

@@ -32,6 +32,7 @@ ZSTD_LEVEL = 19  # conda-forge's; measured with `ssm-conda-dev bench-zstd`
 INDEX_TIME = re.compile(rb'"timestamp": \d+')
 RECIPE_TIME = re.compile(rb"^  timestamp: \S+$", re.MULTILINE)
 RUN_EXPORT = re.compile(rb"^( *)- spec: .*\n\1  from: .*\n\1  run_export: .*\n", re.MULTILINE)
+RUN_EXPORTS = re.compile(rb"(?:%s)+" % RUN_EXPORT.pattern, re.MULTILINE)  # a run of consecutive ones
 RESOLVED = re.compile(rb"^( *)resolved:\n((?:\1- .*\n(?:\1  .*\n)*)+)", re.MULTILINE)  # a list of package records
 BUILD_ID_NOTE = struct.pack("<III", 4, 20, 3) + b"GNU\0"  # an ELF note: name size, SHA-1 size, NT_GNU_BUILD_ID
 
@@ -75,14 +76,7 @@ def build_in(root: Path, rendered: Any, output_dir: Path, **run_build: Any) -> P
 
 def _sorted_runs(data: bytes) -> bytes:
     """Each run of consecutive run-export entries of a rendered recipe (spec, from, run_export) in sorted order."""
-    out, last, run = [], 0, []
-    for match in [*RUN_EXPORT.finditer(data), None]:
-        if run and (match is None or match.start() != run[-1].end()):
-            out += [data[last:run[0].start()], *sorted(m[0] for m in run)]
-            last, run = run[-1].end(), []
-        if match is not None:
-            run.append(match)
-    return b"".join([*out, data[last:]])
+    return RUN_EXPORTS.sub(lambda run: b"".join(sorted(entry[0] for entry in RUN_EXPORT.finditer(run[0]))), data)
 
 
 def _sorted_resolved(data: bytes) -> bytes:
