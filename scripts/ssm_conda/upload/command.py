@@ -54,10 +54,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> UploadOptions:
     cls = TARGET_CLASSES[args.target]
     values: dict[str, Any] = {"key": env.get(cls.env_var) or None}
     for f in fields(cls):
-        given = getattr(args, f.name, None)
         found = next((env[name] for name in f.metadata.get("env", ()) if env.get(name)), None)
-        if given is not None or found:
-            values[f.name] = given if given is not None else found
+        if (value := getattr(args, f.name, found)) is not None:
+            values[f.name] = value
     return UploadOptions(cls(**values), output_folder(args.output_dir), args.variants_dir, selection_from_args(args),
                          args.dry_run, args.skip_existing, None if args.no_verify else args.verify_timeout, args.verbose)
 
@@ -116,7 +115,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list what would go where; send nothing")
     parser.add_argument("--skip-existing", action="store_true", help="skip packages the channel already serves with the "
                         "same sha256 (idempotent re-runs); another sha256 fails")
-    parser.add_argument("--verify-timeout", type=seconds, default=180.0,
+    parser.add_argument("--verify-timeout", type=seconds,
                         help="seconds to wait for uploaded packages to appear in the channel's repodata (default 180)")
     parser.add_argument("--no-verify", action="store_true", help="do not wait for the repodata to list the uploads")
 
@@ -125,28 +124,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.__class__ = UploadParser  # cli's parser would repeat the words it does not know in its error
     parser.allow_abbrev = False
     add_common_options(parser)
+    parser.set_defaults(verify_timeout=180.0)
     sub = parser.add_subparsers(dest="target", metavar="TARGET")  # the targets' parsers are UploadParsers too
     for name, cls in TARGET_CLASSES.items():
-        child = sub.add_parser(name, help=cls.help, description=cls.help, allow_abbrev=False)
+        # SUPPRESS: a value given before the target name is not reset by a default (resolve takes an absent field's)
+        child = sub.add_parser(name, help=cls.help, description=cls.help, allow_abbrev=False, argument_default=argparse.SUPPRESS)
         for f in fields(cls):
             if "cli" in f.metadata:
                 child.add_argument(f"--{f.name.replace('_', '-')}", required=f.default is MISSING, **f.metadata["cli"])
-        own = len(child._actions)
         add_common_options(child)  # and what cli gives `ssm-conda upload`:
         child.add_argument("-v", "--verbose", action="store_true", help="more output (each repodata poll)")
         child.add_argument("--workspace", type=Path, metavar="DIR", help="the checkout holding recipe/ and variants/")
-        for action in child._actions[own:]:
-            action.default = argparse.SUPPRESS  # a value given before the target name is not reset by a default
 
 
 def run(args: argparse.Namespace) -> int:
     options = resolve(args, os.environ)
     target, output_dir = options.target, options.output_dir
     packages = select_packages(output_dir, options.selection, options.variants_dir)
-    outcomes = {p.filename: Outcome(p.filename, p.variant, size=p.size) for p in packages}
     invalid = check_all(packages, output_dir)  # all or nothing, before any server is contacted
-    for pkg in invalid:
-        outcomes[pkg.filename].result, outcomes[pkg.filename].detail = "invalid", pkg.problem or ""
+    outcomes = {p.filename: Outcome(p.filename, p.variant, "invalid" if p.problem else "pending", size=p.size,
+                                    detail=p.problem or "") for p in packages}
     if invalid:
         more = f" (and {len(invalid) - 1} more invalid)" if len(invalid) > 1 else ""
         report(outcomes, f"{invalid[0].path.relative_to(output_dir)}: {invalid[0].problem}{more}; nothing was uploaded")

@@ -161,14 +161,13 @@ class Target:
         Artifactory errors lack the status: with a stored credential the hint is given unless the error is clearly another."""
         if self.trusted or not self.login_flag:
             return message
+        refused = AUTH_FAILURE_RE.search(message)
         if self.key:
-            return f"{message} (${self.env_var} was refused)" if AUTH_FAILURE_RE.search(message) else message
-        if AUTH_FAILURE_RE.search(message):
-            return f"{message}; log in with {self.login_command()}, or set {self.env_var}"
-        if not unclear_may_be_auth or NOT_AUTH_RE.search(message):
+            return f"{message} (${self.env_var} was refused)" if refused else message
+        if not refused and (not unclear_may_be_auth or NOT_AUTH_RE.search(message)):
             return message
-        return f"{message}; if {self.host()} refused the stored credential, log in with {self.login_command()}, " \
-               f"or set {self.env_var}"
+        unclear = "" if refused else f"if {self.host()} refused the stored credential, "
+        return f"{message}; {unclear}log in with {self.login_command()}, or set {self.env_var}"
 
     def check_credential(self) -> None:
         """A cheap authenticated request, where the server has one, before anything is sent."""
