@@ -10,7 +10,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,15 +127,12 @@ def parse_probe_output(executable: str, stdout: str, returncode: int, stderr: st
                 stage = record.pop("stage", "")
                 stages[f"{stage} {record['name']}" if stage == "extension" else stage] = record
     crash = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
-    info = InterpreterInfo(executable)
-    if "python" in stages:
-        info.version, info.prefix = stages["python"].get("version"), stages["python"].get("prefix")
-        info.executable = stages["python"].get("executable") or executable
-    else:
-        info.error = f"could not run {executable}: {(stderr.strip().splitlines() or [crash])[-1]}"
+    python = stages.get("python", {})
     dists = {name: InstalledDist(**raw) for name, raw in stages.get("dists", {}).items() if raw}
-    for package in PACKAGES:
-        setattr(info, package.module, dists.get(package.module))
+    info = InterpreterInfo(python.get("executable") or executable, python.get("version"), python.get("prefix"),
+                           **{package.module: dists.get(package.module) for package in PACKAGES})
+    if "python" not in stages:
+        info.error = f"could not run {executable}: {(stderr.strip().splitlines() or [crash])[-1]}"
     torch_dist = dists.get("torch")
     torch = stages.get("torch")  # absent: not importable, not imported (--no-import), or the import crashed
     if torch is not None or torch_dist is not None:
@@ -151,8 +148,7 @@ def parse_probe_output(executable: str, stdout: str, returncode: int, stderr: st
 def probe_interpreter(executable: str, import_torch: bool = True, timeout: float = 180) -> InterpreterInfo:
     """Ask the target interpreter about itself, torch and this project's packages, in a subprocess."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    asked = json.dumps({"import_torch": import_torch, "packages": [{"name": p.name, "module": p.module,
-                                                                    "extensions": p.extensions} for p in PACKAGES]})
+    asked = json.dumps({"import_torch": import_torch, "packages": [asdict(p) for p in PACKAGES]})
     try:
         result = subprocess.run([executable, "-c", PROBE_SCRIPT.read_text(), asked], capture_output=True, text=True,
                                 timeout=timeout, env=env, cwd=Path(executable).parent if Path(executable).is_absolute() else None)

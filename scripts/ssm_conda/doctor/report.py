@@ -64,8 +64,7 @@ def render_text(facts: Facts, advice: Advice) -> str:
 
 
 def to_json(facts: Facts, advice: Advice) -> dict[str, Any]:
-    body = asdict(advice)
+    body = {**asdict(advice), "warnings": [{"code": w.code, "message": w.message} for w in advice.warnings],
+            "missing": advice.missing, "notes": advice.notes}
     del body["findings"]
-    body["warnings"] = [{"code": w.code, "message": w.message} for w in advice.warnings]
-    body["missing"], body["notes"] = advice.missing, advice.notes
     return {"schema": SCHEMA, "facts": asdict(facts), "advice": body}

@@ -104,14 +104,12 @@ def installed_package(facts: Facts, files: Sequence[VariantFile]) -> list[Findin
         return [note("installed", f"installed: causal-conv1d {dist.version} {dist.conda_build} (conda)")]
     tag = dist.wheel_tag
     if tag is not None and torch is not None:
-        # How an upstream wheel's tag (cu12torch2.6cxx11abiTRUE) differs from the torch here.
-        problems = []
-        if torch.minor and tag["torch"] != torch.minor:
-            problems.append(f"torch {tag['torch']} (here {torch.minor})")
-        if torch.cuda and tag["cuda_major"] != str(major(torch.cuda)):
-            problems.append(f"CUDA {tag['cuda_major']} (here {major(torch.cuda)})")
-        if torch.cxx11_abi is not None and tag["cxx11_abi"] != torch.cxx11_abi:
-            problems.append(f"cxx11abi={tag['cxx11_abi']} (here {torch.cxx11_abi})")
+        # How an upstream wheel's tag (cu12torch2.6cxx11abiTRUE) differs from the torch here: (label, the tag's, here)
+        compared = (("torch {}", tag["torch"], torch.minor),
+                    ("CUDA {}", tag["cuda_major"], str(major(torch.cuda)) if torch.cuda else None),
+                    ("cxx11abi={}", tag["cxx11_abi"], torch.cxx11_abi))
+        problems = [f"{label.format(tagged)} (here {here})" for label, tagged, here in compared
+                    if here is not None and tagged != here]
         return [warning("pip-wheel-mismatch", f"causal-conv1d {dist.version} (installed by {dist.installer or 'pip'}) is a "
                         f"prebuilt wheel for {', '.join(problems)}: importing it fails with `undefined symbol` or crashes; "
                         "uninstall it and use the command below")] if problems else []
