@@ -19,8 +19,6 @@ def version_key(version: str) -> tuple[int, ...]:
 
 
 class ArchListError(ValueError):
-    """An entry of an architecture list that is not X.Y or X.Y+PTX."""
-
     def __init__(self, entry: str) -> None:
         super().__init__(f"architecture {entry!r} is not X.Y or X.Y+PTX (e.g. '8.0;9.0+PTX')")
         self.entry = entry

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssm_conda.console import ArgumentParser, exit_without_finalizing, run_cli
+from ssm_conda.console import ArgumentParser, PipelineError, UsageError, exit_without_finalizing
 from ssm_conda.paths import choose_workspace
 
 WORKSPACE_ENV = "SSM_CONDA_WORKSPACE"
@@ -88,16 +88,19 @@ def parse_args(argv: Sequence[str] | None, tool: Tool = SSM_CONDA) -> argparse.N
 
 
 def main(argv: Sequence[str] | None = None, tool: Tool = SSM_CONDA) -> int:
-    """Parse and run one subcommand; returns the exit status (tests call this)."""
-
-    def dispatch(args: Sequence[str] | None) -> int:
-        parsed = parse_args(args, tool)
+    """Parse and run one subcommand; returns the exit status (tests call this), our errors one line on stderr."""
+    try:
+        parsed = parse_args(argv, tool)
         if chosen := parsed.workspace or os.environ.get(WORKSPACE_ENV):
             choose_workspace(Path(chosen))
         command: Command = parsed._command
         return getattr(importlib.import_module(command.module), command.run)(parsed)
-
-    return run_cli(dispatch, argv)
+    except (UsageError, PipelineError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, UsageError) else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def entry() -> None:

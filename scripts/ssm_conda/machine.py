@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -66,18 +67,14 @@ def detect_cuda_virtual_packages(honour_overrides: bool = False) -> CudaVirtualP
 
 def query_nvidia_smi() -> DriverInfo | None:
     """Driver version, CUDA version and GPUs from nvidia-smi; None when it is not installed."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    if (smi := shutil.which("nvidia-smi")) is None:
         return None
     info = DriverInfo()
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([smi, *args], capture_output=True, text=True, timeout=30, check=False)
-
+    run = functools.partial(subprocess.run, capture_output=True, text=True, timeout=30, check=False)
     try:
         # drivers before 510 lack compute_cap: they run no CUDA packaged here (12.x needs 525+), so they count as failing
         fields = ["index", "name", "compute_cap", "driver_version"]
-        result = run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader")
+        result = run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"])
         if result.returncode != 0:
             message = (result.stdout + result.stderr).strip().splitlines()
             info.errors.append(f"nvidia-smi failed: {message[0] if message else result.returncode}")
@@ -91,7 +88,7 @@ def query_nvidia_smi() -> DriverInfo | None:
             position = int(index) if index.isdigit() else len(info.gpus)
             info.gpus.append(GpuInfo(position, name, cap if CAP_RE.fullmatch(cap) else ""))
             info.version = info.version or version
-        match = SMI_CUDA_RE.search(run().stdout)
+        match = SMI_CUDA_RE.search(run([smi]).stdout)
         info.cuda = match.group(1) if match else None
     except (OSError, subprocess.SubprocessError) as exc:
         info.errors.append(f"nvidia-smi failed: {exc}")

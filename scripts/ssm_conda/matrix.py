@@ -140,11 +140,11 @@ class PlannedVariant:
     build_string: str
     variant_file: VariantFile
     config: dict[str, list[str]] = field(repr=False)
-    rendered: Any = field(repr=False, default=None)
+    rendered: Any = field(repr=False)
 
     @property
     def package(self) -> str:
-        return str(self.rendered.recipe.package.name) if self.rendered is not None else "causal-conv1d"
+        return str(self.rendered.recipe.package.name)
 
     @property
     def label(self) -> str:

@@ -14,11 +14,10 @@ def is_workspace(folder: Path) -> bool:
     return (folder / "variants").is_dir() and any((folder / "recipe").glob("*/recipe.yaml"))
 
 
-def choose_workspace(folder: Path | None) -> None:
-    """The workspace the command line names (None: found from the current directory when first needed)."""
+def choose_workspace(folder: Path) -> None:
+    """The workspace the command line names, instead of the one found from the current directory."""
     global _chosen
-    resolved = folder.expanduser().resolve() if folder is not None else None
-    if resolved is not None and not is_workspace(resolved):
+    if not is_workspace(resolved := folder.expanduser().resolve()):
         raise UsageError(f"--workspace {folder}: not a causal-conv1d-conda checkout (no recipe/*/recipe.yaml and variants/)")
     _chosen = resolved
 
