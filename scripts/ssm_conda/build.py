@@ -32,7 +32,7 @@ from rattler_build.progress import ProgressCallback
 
 from ssm_conda import options
 from ssm_conda.archs import lowest_arch
-from ssm_conda.channels import channel_repodata, index_channel, writable_dir
+from ssm_conda.channels import LOGS_DIR, channel_repodata, index_channel, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, load_variant_files, plan
@@ -227,7 +227,7 @@ def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence
         return outcome
     evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string,
                              options.package_cache)
-    log = output_dir / "build-logs" / f"{variant.package}-{variant.build_string}.log"
+    log = output_dir / LOGS_DIR / f"{variant.package}-{variant.build_string}.log"
     progress = Progress(f"{variant.package} {variant.label}", options.plan.verbose, log)
     # keep_build: the source's time, which the build script writes there, is read afterwards
     tool_config = ToolConfiguration(test_strategy=options.test, keep_build=True)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CHANNEL = "conda-forge"
 CHANNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/label/[A-Za-z0-9_.-]+)?")
+LOGS_DIR = "build-logs"  # in the output channel: `ssm-conda build` writes a log per variant there
 
 
 def index_channel(channel_dir: Path, force: bool = False) -> None:
@@ -36,8 +37,8 @@ def index_channel(channel_dir: Path, force: bool = False) -> None:
         (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(channel_dir, target_platform=Subdir(subdir), force=force))
     # as conda-index writes them, whatever the umask: rattler-build writes packages 0600, which a web server cannot read;
-    # build's logs (build-logs/) are served beside the packages
-    folders = [channel_dir / name for name in (*subdirs, "build-logs") if (channel_dir / name).is_dir()]
+    # the build logs are served beside the packages
+    folders = [channel_dir / name for name in (*subdirs, LOGS_DIR) if (channel_dir / name).is_dir()]
     for path in [*folders, *(f for folder in folders for f in folder.rglob("*"))]:
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)

@@ -45,13 +45,18 @@ def test_index_lists_the_packages_of_every_platform_folder(tmp_path):
 
 def modes(channel):
     return {str(p.relative_to(channel)): stat.S_IMODE(p.lstat().st_mode) for p in channel.rglob("*")
-            if p.relative_to(channel).parts[0] in ("noarch", "linux-64", "linux-aarch64")}
+            if p.relative_to(channel).parts[0] in ("noarch", "linux-64", "linux-aarch64", "build-logs")}
 
 
 def test_the_indexed_channel_is_servable_whatever_the_umask(tmp_path):
     """rattler-build writes each package 0600 (a web server or another account got "permission denied"):
-    after the index, files are 0644 and folders 0755, as conda-index writes them."""
+    after the index, files are 0644 and folders 0755, as conda-index writes them, the build logs' too; a folder of
+    the user's that names no platform is left as it is."""
     package = tiny_package(tmp_path / "out")
+    for folder in ("build-logs", "my-notes"):
+        (tmp_path / "out" / folder).mkdir(mode=0o700)
+        (tmp_path / "out" / folder / "a.log").write_text("")
+        (tmp_path / "out" / folder / "a.log").chmod(0o600)
     assert stat.S_IMODE(package.stat().st_mode) == 0o600
     (tmp_path / "out" / "linux-aarch64").mkdir(mode=0o700)  # a subdir the index does not write, made by hand
     (tmp_path / "out" / "linux-aarch64" / "repodata.json").write_text("{}")
@@ -68,7 +73,10 @@ def test_the_indexed_channel_is_servable_whatever_the_umask(tmp_path):
     assert found.pop("noarch/linked-1.0-0.conda") == 0o777  # the link itself: what it points to is not the channel's
     assert stat.S_IMODE(outside.stat().st_mode) == 0o600
     assert {p for p, mode in found.items() if mode != (0o755 if (tmp_path / "out" / p).is_dir() else 0o644)} == set()
-    assert {f"noarch/{package.name}", "noarch/repodata.json", "linux-64/repodata.json", "linux-aarch64"} <= found.keys()
+    assert {f"noarch/{package.name}", "noarch/repodata.json", "linux-64/repodata.json", "linux-aarch64",
+            "build-logs/a.log"} <= found.keys()
+    assert stat.S_IMODE((tmp_path / "out" / "my-notes").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "out" / "my-notes" / "a.log").stat().st_mode) == 0o600
 
 
 def test_a_folder_to_write_in_is_checked_and_not_created(tmp_path):
