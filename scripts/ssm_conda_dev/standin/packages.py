@@ -41,8 +41,9 @@ class StandIn:
     name: str | None = None  # the conda name where it is not the key
     run_exports_weak: list[str] | None = None
     constrains: list[str] | None = None
-    # context keys left out of the recipe digest: a package shared by every Python (libtorch) is
-    # built once, from whichever Python's wheel came first, and reused by the others
+    # context keys left out of the recipe digest and the build string's hash (write_undigested): a
+    # package shared by every Python (libtorch) is built once, from whichever Python's wheel came
+    # first, and reused by the others
     undigested: tuple[str, ...] = ()
     platform: str = "linux-64"  # the subdir a package that is not noarch is built for
 
@@ -247,3 +248,13 @@ def write_recipe(standin: StandIn, directory: Path) -> Path:
     path = directory / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False, width=120))
     return path
+
+
+def write_undigested(standin: StandIn, recipe_path: Path) -> None:
+    """Put the stand-in's undigested context in its recipe's own context: section, once its digest is
+    taken. rattler-build hashes every extra_context value a recipe uses into the build string (the h
+    of libtorch's cuda130_generic_h..._202), never its own context's: a package shared by every
+    Python keeps its file name whichever Python's wheel it was built from."""
+    if standin.undigested:
+        context = {key: str(standin.context[key]) for key in standin.undigested}
+        recipe_path.write_text(yaml.safe_dump({"context": context}, width=120) + recipe_path.read_text())

@@ -14,7 +14,7 @@ from ssm_conda.console import Outcome, PipelineError, human_duration, human_size
 
 from ssm_conda_dev.standin import reuse
 from ssm_conda_dev.standin.host import Machine
-from ssm_conda_dev.standin.packages import StandIn, write_recipe
+from ssm_conda_dev.standin.packages import StandIn, write_recipe, write_undigested
 
 VARIANTS_FILE_NAME = "standin-variants.yaml"
 # zstd level 1: the big CUDA and torch packages compress in seconds, at ~10% more size than the default.
@@ -60,8 +60,11 @@ def build_channel(todo: list[StandIn], py_ver: str, channel: Path, threads: int,
     with tempfile.TemporaryDirectory(prefix="standin-recipes-") as tmp:
         for number, standin in enumerate(todo, 1):
             recipe_path = write_recipe(standin, Path(tmp) / standin.key)
+            digested = {k: v for k, v in standin.context.items() if k not in standin.undigested}
+            digest = reuse.recipe_digest(recipe_path, digested)
+            write_undigested(standin, recipe_path)
             render = RenderConfig(PlatformConfig(target_platform=standin.platform),
-                                  extra_context={k: str(v) for k, v in standin.context.items()})
+                                  extra_context={k: str(v) for k, v in digested.items()})
             try:
                 rendered = Stage0Recipe.from_file(recipe_path).render(variants, render)[0]
             except Exception as exc:  # noqa: BLE001 - rattler-build raises its own types
@@ -71,7 +74,6 @@ def build_channel(todo: list[StandIn], py_ver: str, channel: Path, threads: int,
             path = reuse.package_path(channel, subdir, name, version, build.string)
             step = f"[{number}/{len(todo)}] {standin.conda_name} {version}"
             outcome = Outcome(f"{name} {version}", build.string, detail=subdir)
-            digest = reuse.recipe_digest(recipe_path, {k: v for k, v in standin.context.items() if k not in standin.undigested})
             changed = path.exists() and not reuse.is_stamped(path, digest)
             if name in rebuild or "all" in rebuild or changed:
                 path.unlink(missing_ok=True)

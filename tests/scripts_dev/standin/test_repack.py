@@ -9,6 +9,8 @@ from ssm_conda.console import PipelineError
 from ssm_conda_dev.standin import packages, repack, reuse
 from ssm_conda_dev.standin.packages import StandIn
 
+from tests.scripts_dev.standin.test_reuse import write_conda
+
 PYTHON_ABI = [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})]
 
 
@@ -41,6 +43,28 @@ def test_changed_recipe_is_rebuilt(tmp_path):
     lines = []
     outcomes = repack.build_channel(PYTHON_ABI, "3.11", channel, 1, lines.append)
     assert [o.result for o in outcomes] == ["rebuilt"] and "(its recipe changed)" in lines[0]
+
+
+def test_libtorch_is_built_once_for_every_python(tmp_path, monkeypatch):
+    """libtorch holds no Python: a run for 3.12 (its torch wheel another) reuses the one built from 3.11's
+    wheel, and a run for 3.11 again keeps it: neither the digest nor the build string's hash sees the wheel."""
+    from tests.scripts_dev.standin.conftest import machine
+
+    built = []
+
+    def fake_build(rendered, _channel, _tool, path, _log):  # the real one unpacks torch's wheel (hundreds of MB)
+        built.append((rendered.recipe.about.summary, path))
+        write_conda(path)
+
+    monkeypatch.setattr(repack, "build_one", fake_build)
+    channel, results = tmp_path / "channel", []
+    for py_ver in ("3.11", "3.12", "3.11"):
+        libtorch = packages.torch_standins(machine(tmp_path / f"wheels-{py_ver}", py_ver))[:1]
+        results += [o.result for o in repack.build_channel(libtorch, py_ver, channel, 1, lambda _msg: None)]
+    assert results == ["built", "reused", "reused"]
+    [(summary, path)] = built
+    assert "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl" in summary and path.parent == channel / "linux-64"
+    assert list(channel.glob("*/libtorch-*.conda")) == [path] and reuse.stamp_path(path).is_file()
 
 
 def test_failed_build_is_one_line_with_the_log_kept(tmp_path, monkeypatch):
