@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -164,14 +165,15 @@ def _entry_problem(path: Path, entry: PathsEntry) -> str | None:
     return None
 
 
-def check_archive(path: Path) -> IndexJson:
-    """The index.json of an archive py-rattler unpacks completely, every file as info/paths.json lists it; else ValueError."""
+def check_archive(path: Path, into: Path | None = None) -> IndexJson:
+    """The index.json of an archive py-rattler unpacks completely, every file as info/paths.json lists it; else ValueError.
+    Unpacked into `into` (kept) where given, else into a temporary folder."""
     from rattler.package import IndexJson, PathsJson
     from rattler.package_streaming import extract
 
     if path.stat().st_size == 0:
         raise ValueError("empty file")
-    with tempfile.TemporaryDirectory(prefix="ssm-conda-check-") as scratch:
+    with contextlib.nullcontext(str(into)) if into else tempfile.TemporaryDirectory(prefix="ssm-conda-check-") as scratch:
         try:
             extract(path, scratch)
             index, paths = IndexJson.from_package_directory(scratch), PathsJson.from_package_directory(scratch)

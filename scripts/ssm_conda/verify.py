@@ -52,14 +52,13 @@ class VerifyOptions:
 
 
 def recorded(path: Path, root: Path, into: Path) -> IndexJson:
-    """The index.json of a package, which must have been built in `root`; unpacks it into `into`."""
+    """The index.json of a package, which must have been built in `root`; unpacks it into `into` (and checks it there)."""
     try:
-        index = check_archive(path)
+        index = check_archive(path, into)
     except ValueError as exc:
         raise UsageError(f"{path}: {exc}") from None
     if index.name.normalized not in NAMES:  # its recorded build script would run here
         raise UsageError(f"{path}: {index.name.normalized} is not a package of this project ({', '.join(NAMES)})")
-    extract(path, into)
     recipe = into / "info" / "recipe" / "rendered_recipe.yaml"
     if not recipe.is_file() or not (found := BUILD_DIR.search(recipe.read_text())):
         raise UsageError(f"{path}: it records no rendered recipe (built without its recipe?), so it cannot be rebuilt")
