@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rattler_build import assemble_package
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import plan
+from ssm_conda.selection import Selection
 
 # conda-forge's names the issue saw uploaded from the stand-in channel, and another project's package
 FOREIGN_NAMES = ("python", "libgcc", "cuda-nvcc_linux-64", "numpy")

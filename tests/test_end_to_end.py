@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 from rattler.exceptions import SolverError
-from ssm_conda.build import cache_hits
+from ssm_conda.compiler_cache import cache_hits
 from ssm_conda.console import human_duration, human_size
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import plan
 from ssm_conda.paths import cache_dir
+from ssm_conda.selection import Selection
 from ssm_conda_dev.solving import install_into_prefix, solve_for_machine
 
 from tests.conda_client import linked

@@ -33,20 +33,17 @@ from rattler_build.progress import ProgressCallback
 from ssm_conda import options
 from ssm_conda.archs import lowest_arch
 from ssm_conda.channels import LOGS_DIR, channel_repodata, index_channel, writable_dir
+from ssm_conda.compiler_cache import CCACHE_ENV, add_no_cache, cache_hits, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
-from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, load_variant_files, plan
-from ssm_conda.paths import cache_dir, recipe_of
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, load_variant_files, plan
+from ssm_conda.paths import recipe_of
 from ssm_conda.project import NAMES, package
 from ssm_conda.reproducible import build_in, build_root, chosen_root
-from ssm_conda.selection import add_selector_arguments, selection_from_args
+from ssm_conda.selection import Selection, add_selector_arguments, selection_from_args
 
 STANDIN_OVERRIDES = "standin-variants.yaml"
 LINUX_VERSION = "4.18"  # the kernel of the oldest system conda-forge's glibc 2.28 supports (RHEL 8)
-CCACHE_ENV = "SSM_CONDA_CCACHE_DIR"  # read by recipe/shared/build-extension.sh (a build secret: never recorded)
-# `ccache --show-stats` at the end of recipe/shared/build-extension.sh: "Cacheable calls: 4 / 9 (44.44%)",
-# then "  Hits: 3 / 4 (75.00%)", maybe with lines of the script's stderr between them.
-CCACHE_HITS_RE = re.compile(r"Cacheable calls:\s+(\d+)\s*/\s*\d+.*\n(?:.*\n)*?\s*Hits:\s+(\d+)")
 
 
 def with_needs(selection: Selection) -> Selection:
@@ -85,8 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-existing", action="store_true", help="skip variants already in the output channel")
     parser.add_argument("--test", choices=["native", "skip"], default="native",
                         help="run the recipe's test section after each build (default: native)")
-    parser.add_argument("--no-cache", action="store_true", help=f"do not use the compiler cache (default: ccache in "
-                        f"${CCACHE_ENV} or ~/.cache/causal-conv1d-conda/ccache)")
+    add_no_cache(parser, "build")
 
 
 @dataclass(frozen=True)
@@ -132,12 +128,6 @@ def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
     return {key: [str(x) for x in values] for data in files for key, values in data.items()}
 
 
-def cache_hits(log: str) -> str:
-    """ "3/4" (compiler-cache hits / cacheable compiles) from a build log, "-" if the cache was off."""
-    found = CCACHE_HITS_RE.findall(log)
-    return f"{found[-1][1]}/{found[-1][0]}" if found else "-"
-
-
 class Progress(ProgressCallback):
     """Every log line to the log file; the milestones (compile steps, tests, warnings, errors) to the terminal."""
 
@@ -170,25 +160,6 @@ class Progress(ProgressCallback):
             self._print(f"downloading {event.url}")
 
 
-def compiler_cache_dir(chosen: str | None, output_dir: Path | None = None) -> Path:
-    """The compiler cache's folder, checked (outside the output channel, writable), not created."""
-    directory = Path(chosen or cache_dir() / "ccache").resolve()
-    if output_dir and directory.is_relative_to(output_dir):
-        raise UsageError(f"{CCACHE_ENV}={directory} is inside the output channel {output_dir}; put it elsewhere")
-    return writable_dir(directory, CCACHE_ENV)
-
-
-def configure_compiler_cache(directory: Path | None) -> None:
-    """Point the build script's ccache at `directory`, or at nothing."""
-    if directory is None:
-        os.environ.pop(CCACHE_ENV, None)
-        print("compiler cache: off (--no-cache)")
-        return
-    directory.mkdir(parents=True, exist_ok=True)
-    os.environ[CCACHE_ENV] = str(directory)
-    print(f"compiler cache: {directory} (--no-cache to build without it)")
-
-
 def evict_from_package_cache(name: str, version: str, build_string: str, cache: Path) -> list[Path]:
     """Forget a package about to be rebuilt under the same file name (the build string hashes variant keys
     only, so a recipe change keeps it): rattler's package cache would give the test environment the old build."""
@@ -219,25 +190,25 @@ def unresolvable(error: Exception, repodata: Sequence[SparseRepoData], channels:
     return None
 
 
-def build_one(variant: PlannedVariant, options: BuildOptions, repodata: Sequence[SparseRepoData] = ()) -> Outcome:
-    start, channels, output_dir = time.monotonic(), list(options.plan.channels), options.output_dir
+def build_one(variant: PlannedVariant, build: BuildOptions, repodata: Sequence[SparseRepoData] = ()) -> Outcome:
+    start, channels, output_dir = time.monotonic(), list(build.plan.channels), build.output_dir
     outcome = Outcome(variant.package, variant.label)
-    if options.skip_existing and (existing := sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))):
+    if build.skip_existing and (existing := sorted(output_dir.glob(f"*/{variant.package}-*-{variant.build_string}.conda"))):
         outcome.result, outcome.path, outcome.size = "skipped", existing[0], existing[0].stat().st_size
         return outcome
     evict_from_package_cache(variant.package, str(variant.rendered.recipe.package.version), variant.build_string,
-                             options.package_cache)
+                             build.package_cache)
     log = output_dir / LOGS_DIR / f"{variant.package}-{variant.build_string}.log"
-    progress = Progress(f"{variant.package} {variant.label}", options.plan.verbose, log)
+    progress = Progress(f"{variant.package} {variant.label}", build.plan.verbose, log)
     # keep_build: the source's time, which the build script writes there, is read afterwards
-    tool_config = ToolConfiguration(test_strategy=options.test, keep_build=True)
+    tool_config = ToolConfiguration(test_strategy=build.test, keep_build=True)
     try:
         # the variant's CUDA and its lowest architecture, as conda-forge's CI builds without a GPU; the rest of what the
         # package records of the build machine is the variant's too, not this machine's (docs/reproducible.md)
         machine = {"glibc": variant.config["c_stdlib_version"][0], "linux": LINUX_VERSION,
                    # a CPU family, not its model; a cross build's would be the host's too
-                   "archspec": platform.machine() if options.plan.target_platform == TARGET_PLATFORM else None}
-        with (build_root(options.build_root) as root,
+                   "archspec": platform.machine() if build.plan.target_platform == TARGET_PLATFORM else None}
+        with (build_root(build.build_root) as root,
               virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine)):
             needed(variant.package, output_dir, root)
             outcome.path = build_in(root, variant.rendered, output_dir, tool_config=tool_config, channels=channels,
@@ -265,20 +236,21 @@ def needed(name: str, output_dir: Path, root: Path) -> None:
             shutil.copy(path, root / path.parent.name)
 
 
-def planned(options: PlanOptions, selection: Selection | None = None, recipes: Sequence[Path] = ()) -> list[PlannedVariant]:
-    """The variants of `selection` (default: the options'), rendered as the options say (from `recipes`, or recipe/)."""
-    if overrides := standin_overrides(options.channels):  # bound, empty or not: the keys below join it
+def planned(plan_options: PlanOptions, selection: Selection | None = None, recipes: Sequence[Path] = ()) -> list[PlannedVariant]:
+    """The variants of `selection` (default: plan_options'), rendered as plan_options say (from `recipes`, or recipe/)."""
+    if overrides := standin_overrides(plan_options.channels):  # bound, empty or not: the keys below join it
         print(f"note: the stand-in channel overrides {overrides} (its compilers are the host's)")
-    if options.line_info:
+    if plan_options.line_info:
         overrides["nvcc_lineinfo"] = ["1"]
-    target = options.target_platform
+    target = plan_options.target_platform
     if target != TARGET_PLATFORM:
         # a cross build: py-rattler-build solves the host environment for the variant's host_platform
         # (the recipes name it), or for this machine when the variant has none
         overrides["host_platform"] = [target]
-    files = load_variant_files(options.variants_dir, target)
-    variants = plan(selection or options.selection, files, overrides=overrides, target_platform=target, recipes=list(recipes))
-    if options.verbose:  # what the build string's hash covers
+    files = load_variant_files(plan_options.variants_dir, target)
+    variants = plan(selection or plan_options.selection, files, overrides=overrides, target_platform=target,
+                    recipes=list(recipes))
+    if plan_options.verbose:  # what the build string's hash covers
         for variant in variants:
             print(f"{variant.package} {variant.build_string}: {dict(sorted(variant.config.items()))}")
     return variants

@@ -17,9 +17,10 @@ from pathlib import Path
 from ssm_conda import options
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.console import UsageError, human_duration, print_table
-from ssm_conda.matrix import PLATFORMS, Selection, load_variant_files, plan
+from ssm_conda.matrix import PLATFORMS, load_variant_files, plan
 from ssm_conda.paths import variants_dir
 from ssm_conda.project import PACKAGES, package
+from ssm_conda.selection import Selection
 
 # The packages' times are their records' cold_s and cached_s (ssm_conda.project); docs/ci.md says how to measure them.
 # causal-conv1d without cache: 6m35s for one architecture, 45m16s for eight; cold time = base + each x archs

@@ -26,9 +26,9 @@ from ssm_conda import options
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.machine import detect_compute_capabilities, virtual_package_overrides
-from ssm_conda.matrix import Selection
-from ssm_conda.project import NAMES as PACKAGES
-from ssm_conda.selection import add_selector_arguments, choose_built, selection_from_args
+from ssm_conda.matrix import choose_built
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection, add_selector_arguments, selection_from_args
 
 # What a package's test section prints when its GPU tests did not run (recipe/shared/tests/gpu_gate.py, Gate.skip_marker
 # and Gate.required_marker): "<package> GPU tests skipped: <why>", or "<package> GPU required but unusable: <why>".
@@ -130,14 +130,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def package_files(inputs: Sequence[str]) -> list[Path]:
     """This project's packages among the named files and channels, each once."""
-    return [p for p in find_packages(inputs) if name_and_build_of(p.name)[0] in PACKAGES]
+    return [p for p in find_packages(inputs) if name_and_build_of(p.name)[0] in NAMES]
 
 
 def run(args: argparse.Namespace) -> int:
     test = GpuTestOptions.from_args(args)
     packages = choose_built(package_files(test.inputs), lambda p: name_and_build_of(p.name), test.selection, test.variants_dir)
     if not packages:
-        raise UsageError(f"no {' or '.join(PACKAGES)} package in {', '.join(test.inputs)} that the selectors "
+        raise UsageError(f"no {' or '.join(NAMES)} package in {', '.join(test.inputs)} that the selectors "
                          "choose (build first, or name a .conda file)")
     caps = detect_compute_capabilities()
     if test.require_gpu:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rattler import Version, VersionSpec
 from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
@@ -16,7 +17,8 @@ from ssm_conda.archs import ArchListError, parse_arch_list, resolve_arch_option,
 from ssm_conda.console import UsageError, one_of
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.paths import recipe_of, variants_dir
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection, without_hash
 
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
@@ -118,18 +120,6 @@ def load_variant_files(directory: Path | None = None, target_platform: str = TAR
     return sorted(files, key=lambda f: version_key(f.cuda))
 
 
-@dataclass(frozen=True)
-class Selection:
-    """What the user asked for; None means every value the variant files list."""
-
-    cuda: str | None = None
-    python: str | None = None
-    torch: str | None = None
-    arch: str | None = None
-    generations: tuple[str, ...] | None = None
-    packages: tuple[str, ...] = PACKAGES  # in build order
-
-
 @dataclass
 class PlannedVariant:
     cuda: str
@@ -228,7 +218,7 @@ def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_confi
     return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))
 
 
-def generation_gates(vfile: VariantFile, package: str = PACKAGES[0],
+def generation_gates(vfile: VariantFile, package: str = NAMES[0],
                      target_platform: str = TARGET_PLATFORM) -> dict[str, str | None]:
     """gpu_generation -> the __cuda_arch requirement its package carries (None for the all-architecture one)."""
     selection = Selection(cuda=vfile.cuda, python=vfile.pythons[-1], torch=vfile.torches[-1], packages=(package,))
@@ -243,3 +233,27 @@ def generation_for(gates: dict[str, str | None], cuda_arch: str | None) -> str:
             if gate is not None and VersionSpec(gate.split(maxsplit=1)[1]).matches(Version(cuda_arch)):
                 return generation
     return ALL_ARCHS
+
+
+T = TypeVar("T")
+
+
+def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, str]], selection: Selection,
+                 files_dir: Path | None = None) -> list[T]:
+    """The `items` that are variants `selection` chooses; `files_dir` (default: variants/) is read only if needed."""
+    items = list(items)
+    if selection == Selection():  # no selector: everything (upload sends whatever the channel holds)
+        return items
+    if replace(selection, packages=NAMES) == Selection():
+        return [item for item in items if name_and_build(item)[0] in selection.packages]
+    wanted = {(v.package, without_hash(v.build_string)) for v in plan(selection, load_variant_files(files_dir))}
+    named = ((item, *name_and_build(item)) for item in items)
+    return [item for item, name, build in named if (name, without_hash(build)) in wanted]
+
+
+def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None) -> str:
+    """A glob of the build strings of one (CUDA, Python, torch) variant, of `generation` or any, less the hash."""
+    selection = Selection(cuda=vfile.cuda, python=python, torch=torch, generations=(generation,) if generation else None,
+                          packages=NAMES[:1])
+    rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
+    return os.path.commonprefix(rendered) + "*"

@@ -21,8 +21,8 @@ from rattler.package import IndexJson
 from rattler.package_streaming import extract
 from rattler_build import Package
 
-from ssm_conda.build import CCACHE_ENV, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.channels import check_archive, find_packages, sha256_of
+from ssm_conda.compiler_cache import CCACHE_ENV, add_no_cache, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.project import NAMES
 from ssm_conda.reproducible import BUILD_ROOT_ENV, DEFAULT_BUILD_ROOT, build_root, chosen_root, differing_files, repack
@@ -33,8 +33,7 @@ BUILD_DIR = re.compile(r"^    build_dir: (.+)$", re.MULTILINE)  # the rendered r
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
                         help=".conda files (built here or downloaded from a channel), or folders of them")
-    parser.add_argument("--no-cache", action="store_true", help=f"rebuild without the compiler cache (default: ccache in "
-                        f"${CCACHE_ENV} or ~/.cache/causal-conv1d-conda/ccache; its hits give the same bytes)")
+    add_no_cache(parser, "rebuild")
 
 
 @dataclass(frozen=True)

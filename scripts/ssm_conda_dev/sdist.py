@@ -15,17 +15,17 @@ from ssm_conda.channels import sha256_of
 from ssm_conda.console import PipelineError
 from ssm_conda.matrix import rendered_recipe
 from ssm_conda.paths import cache_dir, recipe_of
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import NAMES
 
 
-def recipe_source(package: str = PACKAGES[0]) -> dict:
+def recipe_source(package: str = NAMES[0]) -> dict:
     """The sdist source of a package's recipe as rattler-build renders it: url (the mirrors, in order),
     sha256, patches."""
     (source,) = [s for s in rendered_recipe(package)["source"] if "url" in s]
     return source
 
 
-def fetch_sdist(package: str = PACKAGES[0]) -> Path:
+def fetch_sdist(package: str = NAMES[0]) -> Path:
     """The pinned sdist in the cache; downloaded (atomically, from the first mirror that answers) and
     sha-checked when missing."""
     source = recipe_source(package)
@@ -52,7 +52,7 @@ def fetch_sdist(package: str = PACKAGES[0]) -> Path:
     raise PipelineError("cannot download the sdist: " + "; ".join(errors))
 
 
-def unpack_patched(destination: Path, patches: bool = True, package: str = PACKAGES[0]) -> Path:
+def unpack_patched(destination: Path, patches: bool = True, package: str = NAMES[0]) -> Path:
     """Unpack the sdist into destination and apply the recipe's patches in order, like the build."""
     with tarfile.open(fetch_sdist(package)) as tar:
         tar.extractall(destination, filter="data")

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 from ssm_conda.matrix import load_variant_files
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import NAMES
 
 from tests.conda_client import Conda
 from tests.rendered import whole_matrix
@@ -24,7 +24,7 @@ def conda_render(conda: Conda, package: str, *args: str) -> dict[str, list[str]]
 
 
 @pytest.mark.parametrize("vfile", load_variant_files(), ids=lambda f: f.path.name)
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_conda_render_gives_what_plan_renders(conda, package, vfile):
     planned = {v.build_string: list(v.rendered.recipe.requirements.run)
                for v in whole_matrix() if v.package == package and v.variant_file.path == vfile.path}
@@ -32,7 +32,7 @@ def test_conda_render_gives_what_plan_renders(conda, package, vfile):
     assert conda_render(conda, package, "-m", str(vfile.path)) == planned
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_without_a_variants_file_conda_build_says_one_is_needed(conda, package):
     result = conda.run("render", str(RECIPES_DIR / package), cwd=REPO_ROOT, check=False)
     assert result.returncode != 0
@@ -51,5 +51,5 @@ def test_plan_writes_a_variants_file_conda_build_renders_exactly(conda, tmp_path
     assert cli.main(["plan", *selection, "--write-variants", str(written)]) == 0
     planned = {line.split()[-1] for line in capsys.readouterr().out.splitlines() if re.search(r"_h[0-9a-f]{7}_0$", line)}
     assert planned
-    for package in PACKAGES:
+    for package in NAMES:
         assert set(conda_render(conda, package, "-m", str(written))) == {b for b in planned}

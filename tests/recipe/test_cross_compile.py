@@ -7,14 +7,15 @@ from __future__ import annotations
 import platform
 
 import pytest
-from ssm_conda.matrix import Selection, plan
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.matrix import plan
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection
 
 CROSS = ["cross-python_linux-aarch64", "python", "pytorch 2.13.* cuda*"]
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="renders a cross build from linux-64: run on x86_64")
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_cross_build_requirements(package):
     selection = Selection(cuda="13.0", python="3.12", torch="2.13", generations=("sm90",), packages=(package,))
     # rendered on linux-64 as `ssm-conda build --target-platform linux-aarch64` renders it

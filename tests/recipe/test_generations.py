@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 from rattler.exceptions import SolverError
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import plan
+from ssm_conda.selection import Selection
 from ssm_conda_dev.solving import solve_for_machine
 
 from tests.recipe.generation_channel import package_record, picked, write_channel

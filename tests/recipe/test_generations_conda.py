@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 from rattler.exceptions import SolverError
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import plan
+from ssm_conda.selection import Selection
 
 from tests.conda_client import Conda, linked
 from tests.recipe.generation_channel import picked, write_channel

@@ -5,8 +5,9 @@ fake nvcc 13.0, against upstream's as the control; and the recipes pass the key 
 from pathlib import Path
 
 import pytest
-from ssm_conda.matrix import Selection, plan
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.matrix import plan
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection
 from ssm_conda_dev.sdist import unpack_patched
 
 from tests.recipe.setup_py import fake_nvcc, run_setup, write_torch_stub
@@ -22,7 +23,7 @@ def nvcc_home(tmp_path_factory) -> str:
     return fake_nvcc(tmp_path_factory.mktemp("cuda"), "13.0").cuda_home
 
 
-@pytest.fixture(scope="module", params=PACKAGES)
+@pytest.fixture(scope="module", params=NAMES)
 def sources(request, tmp_path_factory) -> tuple[Path, Path]:
     """(patched, unpatched) source trees of one package."""
     return (unpack_patched(tmp_path_factory.mktemp("patched"), package=request.param),
@@ -42,7 +43,7 @@ def test_a_bad_value_is_a_clear_error(sources, stub_path, nvcc_home):
     assert result["error"] == "RuntimeError: NVCC_LINEINFO='yes' is not 0 or 1 (1: keep source-line tables)"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_the_variant_key_reaches_the_build_and_the_package_test(package):
     """Off in variants/, on with the override --line-info sets; the test section checks the same value."""
     selection = Selection(cuda="13.0", python="3.12", torch="2.13", generations=("sm90",), packages=(package,))

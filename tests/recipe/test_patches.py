@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from ssm_conda.paths import recipe_of
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import NAMES
 from ssm_conda_dev.sdist import fetch_sdist, recipe_source, unpack_patched
 
-PATCHES = [(package, patch) for package in PACKAGES for patch in recipe_source(package)["patches"]]
+PATCHES = [(package, patch) for package in NAMES for patch in recipe_source(package)["patches"]]
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_recipe_lists_every_patch_file_in_order(package):
     folder = recipe_of(package).parent
     on_disk = sorted(p.relative_to(folder).as_posix() for p in (folder / "patches").glob("*.patch"))
@@ -29,7 +29,7 @@ def test_patch_has_a_header_saying_why(package, patch):
     assert re.search(r"^--- a/\S+\n\+\+\+ b/\S+\n@@ ", text, re.M), f"{patch}: not a unified diff"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_patches_apply_cleanly_in_order(package, tmp_path):
     with tarfile.open(fetch_sdist(package)) as tar:
         tar.extractall(tmp_path, filter="data")
@@ -44,7 +44,7 @@ def test_patches_apply_cleanly_in_order(package, tmp_path):
     assert not list(root.rglob("*.rej")) and not list(root.rglob("*.orig"))
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_patched_setup_py_compiles(package, tmp_path):
     root = unpack_patched(tmp_path, package=package)
     compile(Path(root, "setup.py").read_text(), "setup.py", "exec")

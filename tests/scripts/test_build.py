@@ -13,8 +13,10 @@ from types import SimpleNamespace
 import pytest
 from ssm_conda import build, channels, cli
 from ssm_conda.channels import index_channel
-from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, Selection, plan
+from ssm_conda.compiler_cache import CCACHE_ENV, configure_compiler_cache
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, plan
 from ssm_conda.reproducible import EPOCH_FILE
+from ssm_conda.selection import Selection
 
 from tests.bad_input import read_only
 from tests.bad_input.build import ONE
@@ -103,15 +105,15 @@ def test_compiler_cache_inside_the_output_channel_is_refused(tmp_path):
 
 
 def test_no_cache_unsets_the_build_secret(monkeypatch, tmp_path):
-    monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CCACHE_ENV, str(tmp_path / "cache"))
     assert build_options(cli.parse_args(["build", "--no-cache"])).compiler_cache is None
-    build.configure_compiler_cache(None)
-    assert build.CCACHE_ENV not in os.environ
-    monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cache"))
+    configure_compiler_cache(None)
+    assert CCACHE_ENV not in os.environ
+    monkeypatch.setenv(CCACHE_ENV, str(tmp_path / "cache"))
     cache = build_options(cli.parse_args(["build", "--output-dir", str(tmp_path / "out")])).compiler_cache
     assert cache == tmp_path / "cache"
-    build.configure_compiler_cache(cache)
-    assert os.environ[build.CCACHE_ENV] == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
+    configure_compiler_cache(cache)
+    assert os.environ[CCACHE_ENV] == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
 
 
 def build_options(args, environ=None) -> build.BuildOptions:  # noqa: ANN001
@@ -124,7 +126,7 @@ def test_options_are_resolved_once_from_the_arguments_and_the_environment(tmp_pa
                            "--generation", "sm90", "--generation", "sm90", "--target-platform", "linux-aarch64",
                            "--output-dir", str(tmp_path / "out"), "--variants-dir", str(VARIANTS_DIR), "--line-info",
                            "--skip-existing", "--test", "skip", "-v"])
-    chosen = build_options(args, {build.CCACHE_ENV: str(tmp_path / "cc"), "RATTLER_CACHE_DIR": str(tmp_path / "rattler"),
+    chosen = build_options(args, {CCACHE_ENV: str(tmp_path / "cc"), "RATTLER_CACHE_DIR": str(tmp_path / "rattler"),
                                   "SSM_CONDA_BUILD_ROOT": str(tmp_path / "root")})
     assert chosen == build.BuildOptions(
         build.PlanOptions(Selection(cuda="13.0", generations=("sm90",), packages=("mamba-ssm",)),
@@ -142,20 +144,6 @@ def options_for(tmp_path, channels=("conda-forge",), skip_existing=False) -> bui
     plan_options = build.PlanOptions(Selection(), tuple(channels), VARIANTS_DIR, TARGET_PLATFORM, False, False)
     return build.BuildOptions(plan_options, tmp_path / "out", skip_existing, "skip", None, tmp_path / "rattler" / "pkgs",
                               tmp_path / "root")
-
-
-def test_cache_hits_come_from_the_last_ccache_statistics():
-    log = (
-        "Cacheable calls:    4 /    4 (100.0%)\n  Hits:               0 /    4 ( 0.00%)\n"
-        "... the build ...\n"
-        "Cacheable calls:    4 /    4 (100.0%)\n  Hits:               3 /    4 (75.00%)\n"
-        "    Direct:           0 /    3 ( 0.00%)\n    Preprocessed:     3 /    3 (100.0%)\n"
-        "  Misses:             1 /    4 (25.00%)\n"
-    )
-    assert build.cache_hits(log) == "3/4"
-    assert build.cache_hits("compiler cache: off (--no-cache)\n") == "-"
-    interleaved = "Cacheable calls:    4 /    9 (44.44%)\n++ rm -f /bld/torch-include\n  Hits:    0 /    4 ( 0.00%)\n"
-    assert build.cache_hits(interleaved) == "0/4"
 
 
 def fake_variant(cuda: str, run_build) -> PlannedVariant:  # noqa: ANN001
@@ -261,7 +249,7 @@ def test_plan_asks_no_channel(capsys):
 
 def build_in_process(tmp_path, monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv(build.CCACHE_ENV, raising=False)
+    monkeypatch.delenv(CCACHE_ENV, raising=False)
     status = cli.main(["build", *ONE, "--output-dir", str(tmp_path / "out"), *args])
     out, err = capsys.readouterr()
     return status, out, err
@@ -295,12 +283,12 @@ def test_a_folder_it_cannot_write_stops_it_before_anything_is_created(tmp_path, 
         target.write_text("")
     else:
         target.mkdir()
-    monkeypatch.setenv(build.CCACHE_ENV, str(tmp_path / "cc"))
+    monkeypatch.setenv(CCACHE_ENV, str(tmp_path / "cc"))
     with read_only(target) if bad.endswith("read-only") else contextlib.nullcontext():
         status = cli.main(["build", *ONE, "--output-dir", str(tmp_path / "out"), "-c", str(channel)])
     out, err = capsys.readouterr()
     why = "is not a directory" if bad.endswith("a file") else "is not writable (name a folder you can write to)"
-    what = "--output-dir" if bad.startswith("output") else build.CCACHE_ENV
+    what = "--output-dir" if bad.startswith("output") else CCACHE_ENV
     assert (status, err.splitlines()) == (2, [f"error: {what}={target}: {target} {why}"])
     assert "building" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["channel", "recipe-causal-conv1d", target.name])

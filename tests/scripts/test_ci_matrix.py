@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import yaml
 from ssm_conda import ci_matrix, cli
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import NAMES
 from ssm_conda.project import package as record
 
 from tests.bad_input.ci_matrix import VALID
@@ -30,7 +30,7 @@ def test_one_job_per_cuda_torch_and_generation(platform, prefix):
         assert job.packages == rendered[job.cuda, job.torch, job.generation]
         assert job.name == f"{prefix}cuda{job.cuda.replace('.', '')}-torch{job.torch}-{job.generation}"
         pythons = {v.python for v in matrix if (v.cuda, v.torch, v.generation) == (job.cuda, job.torch, job.generation)}
-        assert job.packages == len(pythons) * len(PACKAGES)
+        assert job.packages == len(pythons) * len(NAMES)
         assert job.archs == next(v.archs for v in matrix if v.generation == job.generation and v.cuda == job.cuda)
     assert sum(j.packages for j in jobs) == len(matrix)
     if platform == "linux-aarch64":
@@ -44,7 +44,7 @@ def test_the_longest_job_fits_the_runner_with_the_margin():
 
 
 def test_cold_time_grows_with_the_architectures_and_the_cache_saves_it():
-    for package in PACKAGES:
+    for package in NAMES:
         assert ci_matrix.cold_seconds(package, 1) == record(package).cold_s
         assert ci_matrix.cold_seconds(package, 8) / ci_matrix.cold_seconds(package, 1) == pytest.approx(45.3 / 6.6, rel=0.02)
     jobs = {j.generation: j for j in ci_matrix.jobs() if j.cuda == "13.0" and j.torch == "2.13" and j.platform == "linux-64"}

@@ -10,8 +10,8 @@ import pytest
 from rattler_build import Package
 from ssm_conda import cli, gpu_check
 from ssm_conda.machine import detect_compute_capabilities
-from ssm_conda.matrix import Selection
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection
 
 from tests.bad_input.gpu_check import BUILD, PASSED, tiny_package
 from tests.damaged_archives import garbage_pkg_member
@@ -86,7 +86,7 @@ def test_judge():
     assert gpu_check.judge(True, ["==== 2 xpassed in 0.01s ===="], False) == (False, "no test ran: 2 xpassed")
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 @pytest.mark.parametrize("marker", ["skip_marker", "required_marker"])
 def test_a_gpu_run_that_did_not_run_is_seen_for_every_package(package, marker):
     """The markers the packages' test sections print (their shared gate's): mamba-ssm's skipped GPU
@@ -171,7 +171,7 @@ def test_every_archive_is_read_before_the_first_test(tmp_path, capsys):
 
 def test_the_results_so_far_are_printed_however_the_run_ends(tmp_path, capsys, monkeypatch):
     """Ctrl-C during mamba-ssm's test: causal-conv1d's result is in the table, and the count under it."""
-    for name in PACKAGES:
+    for name in NAMES:
         tiny_package(tmp_path / "channel", name)
     real = Package.run_test
 

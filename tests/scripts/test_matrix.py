@@ -1,14 +1,18 @@
-"""The matrix in variants/ renders with rattler-build, and every variant has the right pins."""
+"""The matrix in variants/ renders with rattler-build, every variant has the right pins, and a selection chooses
+the built packages rattler-build renders for it."""
 
+import fnmatch
 import re
 
 import pytest
 from ssm_conda.archs import parse_arch_list
+from ssm_conda.channels import name_and_build_of
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import TARGET_PLATFORM, Selection, load_variant_files, plan, select
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.matrix import TARGET_PLATFORM, build_glob, choose_built, load_variant_files, plan, select
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection
 
-from tests.rendered import whole_matrix
+from tests.rendered import variants, whole_matrix
 
 FILES = load_variant_files()
 ALL = whole_matrix()
@@ -74,7 +78,7 @@ def test_sm103_never_in_cuda13_defaults():
 def test_full_matrix_size():
     """Every (CUDA, Python, torch, generation) once per package, causal-conv1d's first (mamba-ssm needs them)."""
     per_package = sum(len(f.pythons) * len(f.torches) * len(f.generations) for f in FILES)
-    assert [v.package for v in ALL] == [p for p in PACKAGES for _ in range(per_package)]
+    assert [v.package for v in ALL] == [p for p in NAMES for _ in range(per_package)]
     assert len({(v.package, v.build_string) for v in ALL}) == len(ALL)
 
 
@@ -104,7 +108,7 @@ def test_each_variant_renders_with_expected_pins(variant):
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMES)
 def test_generation_gates(package, platform):
     """Each package needs cuda-arch at its lowest architecture (cuda-arch's run_export); a generation
     package also needs __cuda_arch within its major, and the all-architecture one comes last for the
@@ -194,3 +198,47 @@ def test_arch_keywords():
     with pytest.raises(UsageError, match="--arch native found no GPU"):
         vfile.resolve_arch("native", detect=lambda: [])
 
+
+def file_names(*selections: Selection) -> list[str]:
+    """Package file names exactly as the recipes name them (the hash is rattler-build's)."""
+    return sorted(f"{v.package}-1.0-{v.build_string}.conda" for s in selections for v in plan(s))
+
+
+def test_a_selection_chooses_what_rattler_build_renders_for_it():
+    names = file_names(Selection(cuda="13.0", python="3.12", torch="2.13", generations=("all", "sm90")),
+                       Selection(cuda="12.9", python="3.11", torch="2.12"))
+
+    def chosen(**kw) -> list[str]:
+        return sorted(choose_built(names, lambda n: name_and_build_of(n), Selection(**kw)))
+
+    assert chosen() == names
+    assert choose_built(["other-1.0-h0_0.conda"], name_and_build_of, Selection()) == ["other-1.0-h0_0.conda"]
+    assert choose_built(["other-1.0-h0_0.conda"], name_and_build_of, Selection(packages=("mamba-ssm",))) == []
+    assert chosen(cuda="13.0", generations=("sm90",)) == [n for n in names if "_sm90_" in n]
+    assert chosen(cuda="12.9") == [n for n in names if "cuda129" in n]
+    assert chosen(packages=("mamba-ssm",)) == [n for n in names if n.startswith("mamba-ssm-")]
+    assert chosen(cuda="13.0", python="3.12", torch="2.13", generations=("all",), packages=("causal-conv1d",)) == \
+        [n for n in names if n.startswith("causal-conv1d-") and "cuda130" in n and "_all_" in n]
+    assert chosen(python="3.10") == []
+    # another hash (a build against a stand-in channel's compilers): the same variant
+    other_hash = [n.replace("_h", "_hffff", 1) for n in names]
+    assert len(choose_built(other_hash, name_and_build_of, Selection(cuda="12.9"))) == 2
+
+
+def test_an_unknown_value_is_one_line_naming_what_is_accepted():
+    with pytest.raises(UsageError, match=r"unknown CUDA version '11.8'"):
+        choose_built(["x"], name_and_build_of, Selection(cuda="11.8"))
+
+
+def test_the_build_glob_is_what_rattler_build_renders_less_the_hash():
+    """doctor's install commands pin a variant by this glob: every rendered build of the variant
+    matches it, no other variant's does."""
+    cuda130 = next(f for f in load_variant_files() if f.cuda == "13.0")
+    every = [v.build_string for v in variants(cuda="13.0", package="causal-conv1d")]
+    for generation in (None, "sm90"):
+        pattern = build_glob(cuda130, "3.12", "2.13", generation)
+        chosen = {b for b in every if fnmatch.fnmatchcase(b, pattern)}
+        assert chosen == {v.build_string for v in plan(Selection(
+            cuda="13.0", python="3.12", torch="2.13", generations=(generation,) if generation else None,
+            packages=("causal-conv1d",)))}, pattern
+    assert build_glob(cuda130, "3.12", "2.13", "sm90") == "cuda130_py312_torch213_sm90_*"

@@ -11,9 +11,8 @@ from ssm_conda.archs import arch_covers, version_key
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import Facts, major
 from ssm_conda.doctor.rules import MACHINE_RULES, TARGET_RULES, Finding, Target, channel_args, note, ours
-from ssm_conda.matrix import ALL_ARCHS, VariantFile, generation_for
+from ssm_conda.matrix import ALL_ARCHS, VariantFile, build_glob, generation_for
 from ssm_conda.project import NAMES, PACKAGES
-from ssm_conda.selection import build_glob
 
 
 @dataclass

@@ -13,9 +13,8 @@ from ssm_conda.archs import arch_covers, parse_arch_list, version_key
 from ssm_conda.channels import DEFAULT_CHANNEL
 from ssm_conda.doctor.facts import Facts, major
 from ssm_conda.machine import MIN_DRIVER_FOR_MAJOR
-from ssm_conda.matrix import VariantFile
+from ssm_conda.matrix import VariantFile, build_glob
 from ssm_conda.project import PACKAGES
-from ssm_conda.selection import build_glob
 
 
 @dataclass(frozen=True)

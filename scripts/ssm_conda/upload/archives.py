@@ -12,9 +12,9 @@ from typing import Any
 
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import PLATFORMS, Selection, load_variant_files, plan
-from ssm_conda.project import NAMES as PACKAGES
-from ssm_conda.selection import choose_built, without_hash
+from ssm_conda.matrix import PLATFORMS, choose_built, load_variant_files, plan
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection, without_hash
 
 
 @dataclass
@@ -77,8 +77,8 @@ def refuse_foreign(path: Path, output_dir: Path, variants_dir: Path | None) -> N
     if not path.is_relative_to(output_dir):
         raise UsageError(f"a link in {output_dir} points to {path}, outside it; upload sends only the channel's own files")
     shown, name = path.relative_to(output_dir), name_and_build_of(path.name)[0]
-    if name not in PACKAGES:
-        raise UsageError(f"{shown}: {name} is not built by recipe/ (only {', '.join(PACKAGES)} are published); "
+    if name not in NAMES:
+        raise UsageError(f"{shown}: {name} is not built by recipe/ (only {', '.join(NAMES)} are published); "
                          f"move it out of {output_dir}")
     if without_hash(path.name.removesuffix(".conda").removesuffix(".tar.bz2")) not in rendered(path.parent.name, variants_dir):
         raise UsageError(f"{shown}: not a build variants/ renders for {path.parent.name} (an --arch build, or a variant "

@@ -37,11 +37,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ssm_conda import options
-from ssm_conda.build import CCACHE_ENV, cache_hits
 from ssm_conda.channels import index_channel
+from ssm_conda.compiler_cache import CCACHE_ENV, cache_hits
 from ssm_conda.console import PipelineError, UsageError, human_duration, human_size, print_table
-from ssm_conda.matrix import ALL_ARCHS, Selection, load_variant_files, select
-from ssm_conda.project import NAMES as PACKAGES
+from ssm_conda.matrix import ALL_ARCHS, load_variant_files, select
+from ssm_conda.project import NAMES
+from ssm_conda.selection import Selection
 
 from ssm_conda_dev import subcommand
 from ssm_conda_dev.solving import solve_for_machine
@@ -223,7 +224,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="one benchmark, or several to run in one go, sharing their builds")
     parser.add_argument("--generation", action="append",
                         help="lineinfo: the GPU generation(s) to build (repeatable; default sm90 and all)")
-    parser.add_argument("--package", choices=PACKAGES, default=PACKAGES[0], help=f"what to build (default {PACKAGES[0]})")
+    parser.add_argument("--package", choices=NAMES, default=NAMES[0], help=f"what to build (default {NAMES[0]})")
     options.add_channels(parser, "a channel to build from (e.g. the stand-in)")
     parser.add_argument("--cuda", default="13.0", help="the CUDA version of the variants built (default 13.0)")
     parser.add_argument("--torch", default="2.14", help="the pytorch minor of the variants built (default 2.14)")

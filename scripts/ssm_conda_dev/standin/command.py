@@ -38,7 +38,7 @@ from ssm_conda_dev.standin.fidelity import check_channel
 from ssm_conda_dev.standin.host import TorchChoice, WheelSource, check_patchelf, discover, gather, target_wheels
 from ssm_conda_dev.standin.packages import aarch64_standins, cross_standins, standins
 from ssm_conda_dev.standin.repack import build_channel, write_variants_file
-from ssm_conda_dev.standin.wheels import Target
+from ssm_conda_dev.standin.wheels import TargetPython
 
 
 def default_dir() -> Path:
@@ -154,10 +154,11 @@ def run_cross(opts: StandinOptions, start: float) -> int:
     if not list((channel / "linux-64").glob(f"python-{py_ver}.*.conda")):
         raise UsageError(f"{channel} has no linux-64 python {py_ver}, which cross-compiling runs: build the channel "
                          f"for it first (ssm-conda-dev standin --python-prefix <a CPython {py_ver}>)")
-    build_python = Target(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
+    build_python = TargetPython(py_ver, os.confstr("CS_GNU_LIBC_VERSION").split()[-1])
     crossenv = gather([("crossenv", "crossenv", CROSSENV, f"crossenv{CROSSENV}")], opts.wheels,
                       build_python)["crossenv"]
-    aarch64 = target_wheels(opts.torch, opts.wheels, Target(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64"))
+    aarch64_python = TargetPython(py_ver, debs.glibc_version, debs.python_version, "linux-aarch64")
+    aarch64 = target_wheels(opts.torch, opts.wheels, aarch64_python)
     todo = [*cross_standins(debs, crossenv, build_python), *aarch64_standins(aarch64)]
     outcomes = build_channel(todo, py_ver, channel, opts.threads, lambda msg: print(msg, flush=True), opts.rebuild,
                              opts.wheels.verbose)

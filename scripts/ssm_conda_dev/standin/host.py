@@ -26,7 +26,7 @@ from ssm_conda_dev.standin.catalog import (
     TORCH_COMPANIONS,
 )
 from ssm_conda_dev.standin.wheels import (
-    Target,
+    TargetPython,
     Wheel,
     find_wheel,
     installed_nvidia,
@@ -73,7 +73,7 @@ class TargetWheels:
     """What the target platform's packages repack: the version of its Python, torch and the wheels
     around it; a cross build's linux-aarch64 side is exactly this."""
 
-    target: Target  # its CPython X.Y (and X.Y.Z), glibc and platform
+    target: TargetPython  # its CPython X.Y (and X.Y.Z), glibc and platform
     cuda_mm: str  # the CUDA line torch was built for: 13.0
     torch_kind: str  # wheel | installed
     torch_src: Path
@@ -141,7 +141,7 @@ def torch_cuda_line(pins: dict[str, str]) -> str | None:
     return None
 
 
-def toolkit_wheels(cuda_mm: str, source: WheelSource, target: Target) -> dict[str, Wheel]:
+def toolkit_wheels(cuda_mm: str, source: WheelSource, target: TargetPython) -> dict[str, Wheel]:
     """{CUDA_TOOLKIT_WHEELS key: wheel} of CUDA `cuda_mm` (nvcc, crt, nvvm, the runtime, CCCL)."""
     if int(cuda_mm.split(".")[0]) < 13:
         raise UsageError(f"--cuda {cuda_mm}: the stand-in builds CUDA 13 toolkits from NVIDIA's wheels; accepted: 13.x")
@@ -172,7 +172,7 @@ def detect_glibc() -> tuple[str, list[str]]:
     return version, libs
 
 
-def detect_torch(choice: TorchChoice, target: Target, source: WheelSource) -> tuple[str, Path, str]:
+def detect_torch(choice: TorchChoice, target: TargetPython, source: WheelSource) -> tuple[str, Path, str]:
     """(wheel | installed, its path, its version): --torch-installed, --torch-wheel, or the newest
     fitting wheel in the source's folders, downloaded when there is none (unless --offline)."""
     if choice.installed:
@@ -221,17 +221,17 @@ def is_cpu_build(version: str) -> bool:
     return (Version(version).local or "").startswith("cpu")
 
 
-def torch_requires(kind: str, src: Path, target: Target) -> dict[str, str]:
+def torch_requires(kind: str, src: Path, target: TargetPython) -> dict[str, str]:
     """{name: PEP 440 pin} of what the torch being repacked (wheel or installed) requires on the target."""
     return requirement_pins(src if kind == "wheel" else sorted(src.glob("torch-*.dist-info"))[-1], target)
 
 
-def torch_companions(kind: str, src: Path, target: Target) -> dict[str, str]:
+def torch_companions(kind: str, src: Path, target: TargetPython) -> dict[str, str]:
     """{TORCH_COMPANIONS name: PEP 440 pin} that the torch being repacked requires."""
     return {name: pin for name, pin in torch_requires(kind, src, target).items() if name in TORCH_COMPANIONS}
 
 
-def gather(wanted: Sequence[tuple[str, str, str, str]], source: WheelSource, target: Target,
+def gather(wanted: Sequence[tuple[str, str, str, str]], source: WheelSource, target: TargetPython,
            installed: Path | None = None) -> dict[str, Wheel]:
     """{conda name: wheel} for (conda name, PyPI name, constraint, what to download) each: the newest
     wheel in the source's folders (or installed in `installed`), downloaded first when missing."""
@@ -261,7 +261,7 @@ def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str, str]]
 
 
 def nvidia_wheels(torch_kind: str, torch_src: Path, cuda_major: str, source: WheelSource,
-                  target: Target) -> dict[str, Wheel]:
+                  target: TargetPython) -> dict[str, Wheel]:
     """{conda name: wheel} of NVIDIA's CUDA libraries torch links against, at any version; a missing
     one is downloaded at the version torch pins (torch 2.14.1: nvidia-cublas==13.1.1.3, ...)."""
     pins = torch_requires(torch_kind, torch_src, target)
@@ -270,7 +270,7 @@ def nvidia_wheels(torch_kind: str, torch_src: Path, cuda_major: str, source: Whe
     return gather(wanted, source, target, torch_src if torch_kind == "installed" else None)
 
 
-def target_wheels(torch: TorchChoice, source: WheelSource, target: Target) -> TargetWheels:
+def target_wheels(torch: TorchChoice, source: WheelSource, target: TargetPython) -> TargetWheels:
     """torch for `target`, its CUDA line (--cuda or the one torch was built for) and the wheels around
     it (a cross target's: no pure-Python or build-tool wheels), downloaded when missing (unless offline)."""
     torch_kind, torch_src, torch_version = detect_torch(torch, target, source)
@@ -300,7 +300,7 @@ def discover(python_prefix: Path, cc: str | None, torch: TorchChoice, source: Wh
     for lib in libgcc + libstdcxx:
         if not Path(lib).is_absolute() or not Path(lib).exists():
             raise UsageError(f"the compiler does not know where {lib} is")
-    found = target_wheels(torch, source, Target(py_ver, glibc_version, python_version))
+    found = target_wheels(torch, source, TargetPython(py_ver, glibc_version, python_version))
     return Machine(**vars(found), python_prefix=python_prefix, cc=cc, cxx=cxx, gcc_version=gcc_version,
                    glibc_libs=glibc_libs, libgcc_libs=libgcc, libstdcxx_libs=libstdcxx)
 

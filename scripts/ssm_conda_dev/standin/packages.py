@@ -16,7 +16,7 @@ from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_D
 from ssm_conda_dev.standin.cuda import CUDA_PACKAGES, TARGETS, CudaPackage, cuda_packages
 from ssm_conda_dev.standin.debian import DebianPackages
 from ssm_conda_dev.standin.host import Machine, TargetWheels
-from ssm_conda_dev.standin.wheels import Target, Wheel, conda_run_requirements, conda_specifier, read_metadata
+from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, conda_specifier, read_metadata
 
 # Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
 # Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
@@ -134,7 +134,7 @@ def compiler_standins(target: str, version: str, c_tools: str = "", cxx_tools: s
     ]
 
 
-def cross_standins(debs: DebianPackages, crossenv: Wheel, target_python: Target) -> list[StandIn]:
+def cross_standins(debs: DebianPackages, crossenv: Wheel, target_python: TargetPython) -> list[StandIn]:
     """What building for linux-aarch64 on linux-64 adds: Debian's cross gcc, aarch64 glibc and CPython
     as conda-forge's sysroot, compiler, runtime and python packages (standin/debian.py), and
     cross-python with the crossenv it runs."""

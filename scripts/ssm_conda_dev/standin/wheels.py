@@ -52,7 +52,7 @@ def linux_platforms(glibc: str, platform: str = "linux-64") -> list[str]:
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetPython:
     """The CPython a stand-in is built for: X.Y on a platform (linux-64, linux-aarch64) with a glibc."""
 
     py_ver: str  # 3.11
@@ -88,13 +88,13 @@ def parse_wheel(path: Path) -> tuple[Wheel, frozenset[Tag]] | None:
     return Wheel(path, name, str(version)), tags
 
 
-def fits(path: Path, target: Target) -> bool:
+def fits(path: Path, target: TargetPython) -> bool:
     """Whether a wheel installs on the target CPython and platform."""
     parsed = parse_wheel(path)
     return parsed is not None and not parsed[1].isdisjoint(target.supported_tags)
 
 
-def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: Target,
+def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: TargetPython,
                accept: Callable[[Wheel], bool] = lambda wheel: True, ours: Path | None = None) -> Wheel | None:
     """The newest wheel of `name` in `dirs` that fits the target and the constraint and that `accept`
     takes (first dir wins a tie); `ours`: the folder downloads go to (readable())."""
@@ -141,13 +141,13 @@ def read_metadata(source: Path) -> WheelMetadata:
     return WheelMetadata(requires, requires_python, scripts)
 
 
-def applicable(requires: Iterable[Requirement], target: Target) -> list[Requirement]:
+def applicable(requires: Iterable[Requirement], target: TargetPython) -> list[Requirement]:
     """The requirements whose markers hold on the target (no extras requested)."""
     env = target.marker_environment()
     return [req for req in requires if req.marker is None or req.marker.evaluate(env)]
 
 
-def requirement_pins(source: Path, target: Target) -> dict[str, str]:
+def requirement_pins(source: Path, target: TargetPython) -> dict[str, str]:
     """{name: PEP 440 specifier} of what a wheel or an installed .dist-info requires on the target."""
     return {canonicalize_name(req.name): str(req.specifier) for req in applicable(read_metadata(source).requires, target)}
 
@@ -167,7 +167,7 @@ def conda_specifier(pep440: str | SpecifierSet) -> str:
 
 
 def conda_run_requirements(requires: Iterable[Requirement], requires_python: SpecifierSet | str | None,
-                           target: Target) -> list[str]:
+                           target: TargetPython) -> list[str]:
     """Conda run requirements from a wheel's Requires-Dist and Requires-Python, for the target Python."""
     run = [f"python {conda_specifier(requires_python)}" if requires_python else "python"]
     for req in applicable(requires, target):
@@ -187,7 +187,7 @@ def installed_nvidia(site: Path, pypi: str) -> Wheel | None:
     return None
 
 
-def pip_download(requirements: Sequence[str], dest: Path, target: Target, verbose: bool = False) -> list[Path]:
+def pip_download(requirements: Sequence[str], dest: Path, target: TargetPython, verbose: bool = False) -> list[Path]:
     """Download the wheels of `requirements` for the target from PyPI into `dest`, one at a time; the
     wheels that were not there before. On a terminal pip draws its own progress bar (on stderr);
     elsewhere each download is one line with its size and time."""

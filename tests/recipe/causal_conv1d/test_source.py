@@ -8,8 +8,9 @@ import pytest
 import yaml
 from ssm_conda.channels import sha256_of
 from ssm_conda.console import PipelineError
-from ssm_conda.matrix import Selection, plan
+from ssm_conda.matrix import plan
 from ssm_conda.paths import recipe_of
+from ssm_conda.selection import Selection
 from ssm_conda_dev.sdist import fetch_sdist, recipe_source
 
 RECIPE = recipe_of("causal-conv1d")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from rattler_build import ArchiveType, assemble_package
 from ssm_conda.channels import check_archive
-from ssm_conda.matrix import Selection
-from ssm_conda.selection import choose_built
+from ssm_conda.matrix import choose_built
+from ssm_conda.selection import Selection
 from ssm_conda.upload import archives
 
 from tests.bad_input.upload import DAMAGE_ERRORS

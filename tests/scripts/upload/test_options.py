@@ -8,7 +8,7 @@ import re
 
 import pytest
 from ssm_conda import cli
-from ssm_conda.matrix import Selection
+from ssm_conda.selection import Selection
 from ssm_conda.upload import command
 from ssm_conda.upload.targets import AnacondaTarget, PrefixTarget, QuetzTarget, S3Target
 

