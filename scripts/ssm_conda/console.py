@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 from rich.console import Console
 from rich.table import Table
@@ -71,17 +72,27 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
         print(format_table(headers, rows, title), flush=True)
 
 
+# What happened to a package, in every subcommand's words: build (ok), upload, verify, gpu-test and the stand-in's.
+Result = Literal["pending", "ok", "skipped", "failed", "invalid", "exists", "uploaded", "not served", "not attempted",
+                 "identical", "differs", "passed", "built", "rebuilt", "reused"]
+
+
 @dataclass
 class Outcome:
     """What happened to one package: a row of every subcommand's summary table."""
 
     package: str
     variant: str = "-"
-    result: str = "pending"
+    result: Result = "pending"
     seconds: float | None = None
     size: int | None = None
     path: Path | None = None
     detail: str = ""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "result" and value not in get_args(Result):  # a misspelt state fails where it is set
+            raise ValueError(f"unknown result {value!r}; accepted: {', '.join(get_args(Result))}")
+        super().__setattr__(name, value)
 
     @property
     def failed(self) -> bool:

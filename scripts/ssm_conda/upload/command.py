@@ -24,9 +24,8 @@ from typing import Any
 import rattler_build
 
 from ssm_conda.console import ArgumentParser, Outcome, PipelineError, UsageError, human_size, print_summary, print_table
-from ssm_conda.matrix import Selection
 from ssm_conda.options import add_output_dir, add_variants_dir, output_folder
-from ssm_conda.selection import add_selector_arguments, selection_from_args
+from ssm_conda.selection import Selection, add_selector_arguments, selection_from_args
 from ssm_conda.upload.archives import LocalPackage, check_all, select_packages
 from ssm_conda.upload.targets import AnacondaTarget, ArtifactoryTarget, PrefixTarget, QuetzTarget, S3Target, Target, one_line
 
@@ -146,43 +145,52 @@ def run(args: argparse.Namespace) -> int:
                                     detail=p.problem or "") for p in packages}
     if invalid:
         more = f" (and {len(invalid) - 1} more invalid)" if len(invalid) > 1 else ""
-        report(outcomes, f"{invalid[0].path.relative_to(output_dir)}: {invalid[0].problem}{more}; nothing was uploaded")
-    credential = target.find_credential()
-    if options.dry_run:  # what would go where; contacts no server
-        print(f"dry run: {len(packages)} package(s) from {output_dir} to {target.name} {target.channel_display()}")
-        print(f"credentials: {credential or f'none found ({target.missing_credential_hint()})'}")
-        print_table(["package", "size", "destination"],
-                    [(p.filename, human_size(p.size), target.destination(p)) for p in packages])
-        return 0
-    if credential is None:
-        raise PipelineError(target.missing_credential_hint())
-    print(f"uploading {len(packages)} package(s) to {target.name} {target.channel_display()} with {credential}", flush=True)
-    try:
-        target.check_credential()
-    except PipelineError as exc:
-        raise PipelineError(target.explain_refusal(str(exc), unclear_may_be_auth=False)) from exc
-    mark_existing(target, packages, outcomes, options.skip_existing)
-    failure = upload_all(target, packages, outcomes)
-    failure = make_served(target, options, packages, outcomes) or failure
+        failure = f"{invalid[0].path.relative_to(output_dir)}: {invalid[0].problem}{more}; nothing was uploaded"
+    else:
+        credential = target.find_credential()
+        if options.dry_run:  # what would go where; contacts no server
+            print(f"dry run: {len(packages)} package(s) from {output_dir} to {target.name} {target.channel_display()}")
+            print(f"credentials: {credential or f'none found ({target.missing_credential_hint()})'}")
+            print_table(["package", "size", "destination"],
+                        [(p.filename, human_size(p.size), target.destination(p)) for p in packages])
+            return 0
+        if credential is None:
+            raise PipelineError(target.missing_credential_hint())
+        print(f"uploading {len(packages)} package(s) to {target.name} {target.channel_display()} with {credential}", flush=True)
+        try:
+            target.check_credential()
+        except PipelineError as exc:
+            raise PipelineError(target.explain_refusal(str(exc), unclear_may_be_auth=False)) from exc
+        failure = publish(target, options, packages, outcomes)
+    report(outcomes)
+    if failure:  # the one way a run that examined its packages fails: after the summary
+        raise PipelineError(failure)
     uploaded, skipped = (sum(o.result == r for o in outcomes.values()) for r in ("uploaded", "skipped"))
-    report(outcomes, failure and f"{failure} ({uploaded} of {len(outcomes)} uploaded)")
     print(f"done: {uploaded} uploaded, {skipped} skipped, to {target.channel_display()}")
     return 0
 
 
-def report(outcomes: Outcomes, failure: str | None) -> None:
-    """The summary (what was never reached: not attempted), then the failure as the error, if any."""
+def publish(target: Target, options: UploadOptions, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
+    """Upload what the channel lacks and wait until it is served; the first failure as one line, or None."""
+    if refused := check_existing(target, packages, outcomes, options.skip_existing):
+        return refused
+    failure = upload_all(target, packages, outcomes)
+    failure = make_served(target, options, packages, outcomes) or failure
+    uploaded = sum(o.result == "uploaded" for o in outcomes.values())
+    return failure and f"{failure} ({uploaded} of {len(outcomes)} uploaded)"
+
+
+def report(outcomes: Outcomes) -> None:
+    """The summary table; what was never reached: not attempted."""
     for outcome in outcomes.values():
         if outcome.result == "pending":
             outcome.result = "not attempted"
     print_summary(list(outcomes.values()))
-    if failure:
-        raise PipelineError(failure)
 
 
-def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcomes, skip: bool) -> None:
-    """Packages the channel already has stop the run, unless --skip-existing is given and the served
-    file is this one (same sha256): the same name for a changed build must not go unpublished."""
+def check_existing(target: Target, packages: list[LocalPackage], outcomes: Outcomes, skip: bool) -> str | None:
+    """Packages the channel already has stop the run (returned as one line), unless --skip-existing is given and the
+    served file is this one (same sha256): the same name for a changed build must not go unpublished."""
     present = {name: sha256 for subdir in sorted({p.subdir for p in packages}) for name, sha256 in target.served(subdir).items()}
     existing = [p for p in packages if p.filename in present]
     differ = [p for p in existing if present[p.filename] != p.sha256]
@@ -192,13 +200,14 @@ def mark_existing(target: Target, packages: list[LocalPackage], outcomes: Outcom
         outcome.detail = "already in the channel" + (" with another sha256" if pkg in differ else "")
     if skip and differ:
         pkg, served = differ[0], present[differ[0].filename][:12] or "none listed"
-        report(outcomes, f"{pkg.filename} is already in {target.channel_display()} with another sha256 ({served}, this "
-                         f"file's {pkg.sha256[:12]}): bump build.number in recipe/{pkg.name_and_build[0]}/recipe.yaml "
-                         "and rebuild, a changed build needs a new file name; nothing was uploaded")
+        return (f"{pkg.filename} is already in {target.channel_display()} with another sha256 ({served}, this "
+                f"file's {pkg.sha256[:12]}): bump build.number in recipe/{pkg.name_and_build[0]}/recipe.yaml "
+                "and rebuild, a changed build needs a new file name; nothing was uploaded")
     if existing and not skip:
         more = ", ..." if len(existing) > 1 else ""
-        report(outcomes, f"{len(existing)} package(s) already in {target.channel_display()} ({existing[0].filename}{more}); "
-                         "pass --skip-existing to skip them; nothing was uploaded")
+        return (f"{len(existing)} package(s) already in {target.channel_display()} ({existing[0].filename}{more}); "
+                "pass --skip-existing to skip them; nothing was uploaded")
+    return None
 
 
 def upload_all(target: Target, packages: list[LocalPackage], outcomes: Outcomes) -> str | None:
