@@ -9,11 +9,12 @@ import contextlib
 import functools
 import json
 import re
+import sys
 import urllib.error
 import urllib.request
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any, dataclass_transform
+from typing import Any
 from urllib.parse import quote, urlparse
 
 import boto3
@@ -26,6 +27,11 @@ from rattler.index import S3Credentials, index_s3
 from ssm_conda.channels import fetch_repodata, rattler_client
 from ssm_conda.console import PipelineError, UsageError
 from ssm_conda.upload.archives import LocalPackage, repodata_filenames
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10 (pyproject.toml's requires-python)
+    from typing_extensions import dataclass_transform
 
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
 NOT_AUTH_RE = re.compile(r"cannot reach|connect|resolve|dns|timed? ?out|unreachable|sending request|\b5\d\d\b", re.I)
