@@ -9,18 +9,16 @@ conda runs with the classic solver (libmamba is not on PyPI) and writes only int
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from ssm_conda.paths import cache_dir
 
+from tests.cached_venv import cached_venv
 from tests.repo import REPO_ROOT
 
 CLIENTS = REPO_ROOT.parent / "shared" / "clients"
@@ -29,18 +27,8 @@ CONDA_ENV = "SSM_CONDA_CONDA"
 
 def venv_from_wheels() -> Path:
     """The cached environment of ../shared/clients' wheels; made on first use (about a minute)."""
-    wheels = sorted(CLIENTS.glob("*.whl"))
-    rattler_build = f"py-rattler-build=={version('py-rattler-build')}"
-    key = hashlib.sha256("\n".join([rattler_build, *(hashlib.sha256(w.read_bytes()).hexdigest() for w in wheels)])
-                         .encode()).hexdigest()[:12]
-    venv = cache_dir() / f"conda-venv-{key}"
-    python = venv / "bin" / "python"
-    if not (venv / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        *map(str, wheels), "conda-index", rattler_build], check=True)
-        (venv / ".complete").touch()
-    return python
+    requirements = [*map(str, sorted(CLIENTS.glob("*.whl"))), "conda-index", f"py-rattler-build=={version('py-rattler-build')}"]
+    return cached_venv("conda-venv", requirements) / "bin" / "python"
 
 
 def conda_python() -> Path:

@@ -52,14 +52,16 @@ def without_system_cuda() -> dict[str, str]:
     return env
 
 
+def wheel_dir_args() -> list[str]:
+    """--wheel-dir for each folder of SSM_CONDA_WHEEL_DIRS: wheels a machine already has, which the stand-in repacks
+    instead of downloading them (without it, pip download takes them from PyPI or pip's own find-links)."""
+    return [arg for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d for arg in ("--wheel-dir", d)]
+
+
 def build_standin(python_b: tuple[str, Path]) -> Path:
     """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
-    # SSM_CONDA_WHEEL_DIRS: folders of wheels this machine already has (.ci/run names its own),
-    # so the stand-in is repacked from them instead of downloading about 1 GB from PyPI.
-    wheel_dirs = [d for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d]
-    standin_command = (sys.executable, "-m", "ssm_conda_dev", "standin", "--output-dir", str(channel),
-                       *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)))
+    standin_command = (sys.executable, "-m", "ssm_conda_dev", "standin", "--output-dir", str(channel), *wheel_dir_args())
     run(*standin_command, "--torch", TORCH, env=without_system_cuda())
     run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH, env=without_system_cuda())
     # `ssm-conda-dev standin` checks its packages against conda-forge's record; so does this test
@@ -70,8 +72,7 @@ def build_standin(python_b: tuple[str, Path]) -> Path:
 def add_aarch64(channel: Path) -> Path:
     """linux-aarch64's additions to the stand-in channel (cross toolchain, Debian's CPython 3.11,
     cross-python, aarch64 pytorch and CUDA packages), for the cross builds."""
-    wheel_dirs = [d for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d]
     run(sys.executable, "-m", "ssm_conda_dev", "standin", "--target-platform", "linux-aarch64", "--output-dir", str(channel),
-        "--torch", TORCH, *(arg for d in wheel_dirs for arg in ("--wheel-dir", d)), env=without_system_cuda())
+        "--torch", TORCH, *wheel_dir_args(), env=without_system_cuda())
     assert check_channel(channel) == []
     return channel

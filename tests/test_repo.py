@@ -5,6 +5,7 @@ import subprocess
 import tomllib
 
 from packaging.requirements import Requirement
+from ssm_conda.matrix import load_variant_files
 
 from tests.repo import REPO_ROOT
 
@@ -62,11 +63,49 @@ def test_pixi_lint_task_names_folders_that_exist():
     assert [p for p in command[2:] if not (REPO_ROOT / p).is_dir()] == []
 
 
-def test_ci_runs_the_readme_test_command():
-    readme = (REPO_ROOT / "README.md").read_text()
+def readme_block(heading: str) -> list[str]:
+    """The lines of the first ```bash block under README.md's `heading`."""
+    section = (REPO_ROOT / "README.md").read_text().split(f"\n{heading}\n", 1)[1]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+
+
+def test_ci_runs_the_readme_test_lines_and_nothing_else():
+    """.ci/run installs and runs exactly what the README tells a user to; everything around it is timing and status."""
     ci = (REPO_ROOT / ".ci" / "run").read_text()
-    command = "python -m pytest --slow"
-    assert command in readme and command in ci
+    block = ci.split("# --- README.md, ## Tests ---\n", 1)[1].split("# ---\n", 1)[0]
+    assert [line.strip() for line in block.strip().splitlines()] == readme_block("## Tests")
+    assert readme_block("## Tests") == ["python3 -m venv .venv && . .venv/bin/activate", "pip install -r requirements-dev.txt",
+                                        "python -m pytest --slow"]
+    commands = [line.split()[0] for line in ci.replace(block, "").splitlines() if line.strip() and line.strip()[0] != "#"]
+    assert set(commands) <= {"set", "cd", "start=$(date", "(", ")", "status=$?", "echo", "if", "fi", "exit"}, commands
+
+
+def test_the_test_requirements_pin_a_torch_the_matrix_covers():
+    """pip would otherwise take whatever torch it finds newest (a 3 GB CUDA build of a minor no variant has)."""
+    pins = [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["test"] if Requirement(r).name == "torch"]
+    assert len(pins) == 1 and re.fullmatch(r"==\d+\.\d+\.\d+", str(pins[0].specifier)), pins
+    minor = ".".join(str(pins[0].specifier).removeprefix("==").split(".")[:2])
+    assert minor in {t for f in load_variant_files() for t in f.torches}
+
+
+def test_quetz_is_pinned_alike_for_pip_and_pixi():
+    """tests/scripts/upload/quetz-requirements.txt (the tests' own venv) and pixi.toml's quetz feature."""
+    lines = (REPO_ROOT / "tests" / "scripts" / "upload" / "quetz-requirements.txt").read_text().splitlines()
+    pins = {r.name: str(r.specifier).removeprefix("==") for r in map(Requirement, (ln for ln in lines if ln and ln[0] != "#"))}
+    pixi = PIXI["feature"]["quetz"]["dependencies"]
+    assert {"quetz" if n == "quetz-server" else n for n in pins} == set(pixi) - {"python"}
+    for name, version in pins.items():
+        assert version.startswith(pixi["quetz" if name == "quetz-server" else name].removesuffix(".*")), name
+
+
+def test_one_channel_name_in_readme_docs_and_the_workflow():
+    """The channel the workflow publishes to by default is the one README and docs tell users to install from."""
+    workflow = (REPO_ROOT / ".github" / "workflows" / "build.yml").read_text()
+    default = re.search(r"vars\.PREFIX_CHANNEL \|\| '([\w-]+)'", workflow)[1]
+    texts = [(REPO_ROOT / "README.md").read_text(), *(p.read_text() for p in (REPO_ROOT / "docs").glob("*.md"))]
+    named = {m for text in texts for m in re.findall(r"prefix\.dev/([\w-]+)", text)}
+    named |= {m for text in texts for m in re.findall(r"PREFIX_CHANNEL`[^.]*?default `([\w-]+)`", text)}
+    assert named == {default}, named
 
 
 def test_no_build_outputs_tracked():
@@ -133,3 +172,15 @@ def test_no_tooling_module_looks_like_a_test_file():
 
     modules = (REPO_ROOT / "scripts").rglob("*.py")
     assert [str(p) for p in modules if fnmatch(p.name, "test_*.py") or fnmatch(p.name, "*_test.py")] == []
+
+
+def test_the_layout_page_names_every_module_of_the_tooling():
+    """docs/layout.md stays true to the code: each module of scripts/ (but __init__, __main__ and the scripts the
+    stand-in's recipes run) and each folder of recipe/ and tests/ is named there."""
+    layout = (REPO_ROOT / "docs" / "layout.md").read_text()
+    modules = [p for p in (REPO_ROOT / "scripts").rglob("*.py")
+               if p.stem not in ("__init__", "__main__") and p.parent.name != "recipes"]
+    folders = [p for top in ("recipe", "tests") for p in (REPO_ROOT / top).iterdir()
+               if p.is_dir() and p.name not in ("__pycache__",) and not p.is_symlink()]
+    assert [str(p.relative_to(REPO_ROOT)) for p in [*modules, *folders] if f"`{p.name}" not in layout
+            and f"{p.name}`" not in layout and f"/{p.name}" not in layout] == []

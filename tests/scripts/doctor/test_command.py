@@ -1,4 +1,5 @@
-"""`ssm-conda doctor`: the real machine (whatever it has) in a subprocess, then injected facts."""
+"""`ssm-conda doctor`: the real machine (whatever driver and GPUs it has, a Python without torch) in a subprocess,
+then injected facts."""
 
 from __future__ import annotations
 
@@ -23,28 +24,35 @@ ADVICE_KEYS = {"cuda", "variant_file", "python", "torch", "reason", "build_strin
                "missing", "notes"}
 
 
-def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    argv, env = subcommand("doctor", *args)
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> Path:
+    """A Python with no torch: the probed interpreter, whatever torch the tests' own environment has."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin" / "python"
+
+
+def doctor(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv, env = subcommand("doctor", "--interpreter", str(python), *args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
 
 
-def test_real_machine_exits_0_and_says_what_is_missing() -> None:
-    result = doctor()
+def test_real_machine_exits_0_and_says_what_is_missing(bare_python) -> None:
+    result = doctor(bare_python)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "NVIDIA driver" in out and "Python" in out and "torch" in out
     assert "ssm-conda build --cuda " in out
-    facts = gather_facts(sys.executable, import_torch=False)
+    assert "torch: not installed" in out
+    facts = gather_facts(str(bare_python), import_torch=False)
     if facts.driver.version is None and facts.driver.cuda is None:
         assert "NVIDIA driver  not found" in out
         assert "NVIDIA driver: nvidia-smi not found" in out
         assert "CONDA_OVERRIDE_CUDA=" in out  # no __cuda without a driver
-    if facts.interpreter.torch is None:
-        assert "torch: not installed" in out
 
 
-def test_real_machine_json_is_all_of_stdout() -> None:
-    result = doctor("--json", "-v")
+def test_real_machine_json_is_all_of_stdout(bare_python) -> None:
+    result = doctor(bare_python, "--json", "-v")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)  # nothing else on stdout, even with -v
     assert "driver facts from:" in result.stderr
@@ -102,8 +110,8 @@ def test_bad_variants_dir_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.
     assert captured.out == "" and "no such directory" in captured.err
 
 
-def test_help_names_the_options() -> None:
-    result = doctor("--help")
+def test_help_names_the_options(bare_python) -> None:
+    result = doctor(bare_python, "--help")
     assert result.returncode == 0 and "--json" in result.stdout and "--interpreter" in result.stdout
     assert "__cuda_arch" in result.stdout  # the module docstring is the description
 

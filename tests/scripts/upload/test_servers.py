@@ -1,9 +1,10 @@
 """`ssm-conda upload` against real servers on loopback: Quetz (dev mode) and moto's S3 server,
 with the real py-rattler-build (no mocks).
 
-The tests start the servers themselves and stop them afterwards. Quetz lives in its own venv
-(its pins clash with ours); where it is missing the tests fail with the commands that install it,
-unless SSM_CONDA_ALLOW_SERVER_SKIP=1 says skipping is fine. Set SSM_CONDA_QUETZ to use another `quetz`.
+The tests start the servers themselves and stop them afterwards. Quetz lives in a venv of its own (its pins clash
+with ours), which the first run makes from quetz-requirements.txt (about a minute; cached outside the clone, made
+again when the pins change); where that fails the tests fail saying why, unless SSM_CONDA_ALLOW_SERVER_SKIP=1 says
+skipping is fine. Set SSM_CONDA_QUETZ to use another `quetz`.
 """
 
 from __future__ import annotations
@@ -24,27 +25,23 @@ from pathlib import Path
 import pytest
 from ssm_conda import cli
 from ssm_conda.channels import sha256_of
-from ssm_conda.matrix import Selection
-from ssm_conda.paths import cache_dir
+from ssm_conda.selection import Selection
 from ssm_conda.upload.archives import check_all, select_packages
 from ssm_conda.upload.command import resolve, wait_until_served
 
+from tests.cached_venv import VenvError, cached_venv
 from tests.damaged_archives import DAMAGES, good_package, parts
 
 pytestmark = pytest.mark.servers
 
-QUETZ_VENV = cache_dir() / "quetz-venv"
-QUETZ_INSTALL = (
-    f"python3 -m venv {QUETZ_VENV} && {QUETZ_VENV}/bin/pip install quetz-server==0.10.4 fastapi==0.109.2 "
-    "starlette==0.36.3 sqlalchemy==2.0.25 pydantic==2.6.1 typer==0.9.0 click==8.1.7 uvicorn==0.27.1"
-)
+QUETZ_REQUIREMENTS = Path(__file__).with_name("quetz-requirements.txt")
 # the packages sent: small real packages of ours (tests/damaged_archives.py), one variant each
 PROBE_VARIANTS = [("12.9", python, torch, "all") for python in ("3.10", "3.11", "3.12") for torch in ("2.10", "2.11", "2.12")]
 DAMAGED = ["garbage pkg member", "no pkg member", "index lies about subdir", "foreign package"]  # the subset sent to each
 
 
-def _missing(what: str, how: str) -> None:
-    message = f"{what} is not installed; install it with: {how}"
+def _missing(what: str, why: str) -> None:
+    message = f"{what} is not installed: {why}"
     if os.environ.get("SSM_CONDA_ALLOW_SERVER_SKIP") == "1":
         pytest.skip(message)
     pytest.fail(message)
@@ -148,9 +145,13 @@ def read_back(monkeypatch, args: list[str], env: dict[str, str], sha256: str | N
 
 @pytest.fixture(scope="module")
 def quetz(tmp_path_factory):
-    exe = Path(os.environ.get("SSM_CONDA_QUETZ", QUETZ_VENV / "bin" / "quetz"))
+    try:
+        named = os.environ.get("SSM_CONDA_QUETZ")
+        exe = Path(named) if named else cached_venv("quetz-venv", ["-r", str(QUETZ_REQUIREMENTS)]) / "bin" / "quetz"
+    except VenvError as exc:
+        _missing(f"quetz-server ({QUETZ_REQUIREMENTS.name})", str(exc))
     if not exe.exists():
-        _missing("quetz-server (in its own venv)", QUETZ_INSTALL)
+        _missing("quetz-server", f"SSM_CONDA_QUETZ={exe}: no such file")
     work = tmp_path_factory.mktemp("quetz")
     conf = work / "config.toml"
     conf.write_text(
@@ -314,7 +315,7 @@ def test_quetz_refused_stored_key_says_how_to_log_in(quetz, probes, tmp_path, ca
 def moto(tmp_path_factory):
     exe = Path(sys.executable).parent / "moto_server"
     if not exe.exists():
-        _missing("moto's server", f"{sys.executable} -m pip install 'moto[server]' boto3")
+        _missing("moto's server", f"install it with {sys.executable} -m pip install 'moto[server]' boto3")
     work = tmp_path_factory.mktemp("moto")
     port = free_port()
     log = work / "moto.log"

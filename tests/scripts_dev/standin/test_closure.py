@@ -13,15 +13,15 @@ from packaging.version import Version
 from ssm_conda.console import UsageError
 from ssm_conda_dev.standin import catalog, host, packages
 from ssm_conda_dev.standin.command import wheel_cache
-from ssm_conda_dev.standin.wheels import Target, Wheel, applicable, find_wheel, read_metadata
+from ssm_conda_dev.standin.wheels import TargetPython, Wheel, applicable, find_wheel, read_metadata
 
 from tests.standin_channel import TORCH
 
-# the wheel folders CI names (SSM_CONDA_WHEEL_DIRS) and the stand-in's cache, newest wins
+# the wheel folders SSM_CONDA_WHEEL_DIRS names (tests/standin_channel.py) and the stand-in's cache, newest wins
 WHEEL_DIRS = [*(Path(d) for d in os.environ.get("SSM_CONDA_WHEEL_DIRS", "").split(os.pathsep) if d), wheel_cache()]
 
 
-def unmet(wheels: dict[str, Wheel], versions: dict[str, str | None], target: Target) -> list[str]:
+def unmet(wheels: dict[str, Wheel], versions: dict[str, str | None], target: TargetPython) -> list[str]:
     """What the repacked wheels require that the stand-in does not hold: a name outside `versions`
     ({conda name: version, None where any will do}), or a version outside the specifier."""
     python = Version(target.marker_environment()["python_full_version"])
@@ -49,7 +49,7 @@ def test_fake_machine_closure_by_name(fake_machine):
 
 
 def test_unmet_reports_missing_names_and_versions(tmp_path, wheel_maker):
-    target = Target("3.11", "2.36")
+    target = TargetPython("3.11", "2.36")
     path = wheel_maker(tmp_path, "demo-1.0-py3-none-any.whl",
                        ("huggingface-hub>=2", "absent", 'tomli; python_version < "3.11"'), ">=3.12")
     problems = unmet({"demo": Wheel(path, "demo", "1.0")}, {"huggingface_hub": "1.5"}, target)
@@ -66,7 +66,7 @@ def test_real_wheels_close_the_tree(py_ver, request):
     downloads them first (a cold CI would otherwise skip it); without, skipped where they are absent."""
     if request.config.getoption("--slow"):
         request.getfixturevalue("standin")
-    target = Target(py_ver, "2.36")
+    target = TargetPython(py_ver, "2.36")
     # the torch the stand-in fixture repacks: a CUDA build of the newest minor in variants/
     torch = find_wheel(WHEEL_DIRS, "torch", f"=={TORCH}.*", target, accept=lambda w: not host.is_cpu_build(w.version))
     if torch is None:
