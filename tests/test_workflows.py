@@ -130,7 +130,7 @@ def test_no_expression_is_interpolated_into_a_script():
 def test_the_jobs_come_from_ci_matrix_and_nothing_repeats_variants():
     text = (WORKFLOWS / "build.yml").read_text()
     assert BUILD["jobs"]["matrix"]["steps"][-1]["run"].splitlines() == [
-        "matrix=$(pixi run ssm-conda ci-matrix)", 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"']
+        "matrix=$(pixi run ssm-conda-dev ci-matrix)", 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"']
     assert BUILD["jobs"]["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
     for vfile in VARIANTS_DIR.glob("*.yaml"):
         cuda = str(yaml.safe_load(vfile.read_text())["cuda_compiler_version"][0])
@@ -146,7 +146,7 @@ def test_the_build_job_runs_what_ci_tests():
     end_to_end = (REPO_ROOT / "tests" / "test_end_to_end.py").read_text()
     assert '"--cuda", CUDA' in end_to_end and '"--torch", TORCH, "--generation", GENERATION' in end_to_end
     assert '["--target-platform", target_platform]' in end_to_end  # test_end_to_end_aarch64.py's cross builds
-    job = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda", "ci-matrix"], capture_output=True, text=True,
+    job = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda_dev", "ci-matrix"], capture_output=True, text=True,
                                     check=True).stdout)["include"][0]
     args = cli.parse_args(["build", "--target-platform", job["platform"], "--cuda", job["cuda"], "--torch", job["torch"],
                            "--generation", job["generation"]])

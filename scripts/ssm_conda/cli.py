@@ -39,8 +39,6 @@ COMMANDS = (
     Command("verify", "ssm_conda.verify", "rebuild packages from the recipe and environments they record and compare "
             "them byte for byte"),
     Command("gpu-test", "ssm_conda.gpu_check", "re-run built packages' test sections on this machine's GPU (rattler-build test)"),
-    Command("ci-matrix", "ssm_conda.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
-            "and GPU generation) and their expected times"),
 )
 
 

@@ -1,4 +1,4 @@
-"""What this project builds: one record per package, read by build, doctor, ci-matrix, upload and gpu-test."""
+"""What this project builds: one record per package, read by build, doctor, upload, gpu-test and ssm-conda-dev."""
 
 from __future__ import annotations
 

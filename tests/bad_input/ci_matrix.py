@@ -1,4 +1,4 @@
-"""ssm-conda ci-matrix: a missing or empty --variants-dir, and variant files rattler-build cannot read or that lack
+"""ssm-conda-dev ci-matrix: a missing or empty --variants-dir, and variant files rattler-build cannot read or that lack
 what the tooling reads. `variant_file_cases` serves doctor --variants-dir too."""
 
 from __future__ import annotations
@@ -51,20 +51,21 @@ BROKEN = [  # (id, the file, what the one line says after "cuda999.yaml: not a v
 ]
 
 
-def variant_file_cases(command: tuple[str, ...]) -> list[Case]:
+def variant_file_cases(command: tuple[str, ...], dev: bool = False) -> list[Case]:
     name = command[0]
     return [
         Case(f"{name}-variants-dir-missing", (*command, "--variants-dir", "{tmp}/none"), "no such directory",
-             setup=variants(None)),
+             setup=variants(None), dev=dev),
         Case(f"{name}-variants-dir-a-file", (*command, "--variants-dir", "{variants}/" + FILE), "no such directory",
-             setup=variants({})),
+             setup=variants({}), dev=dev),
         *(Case(f"{name}-variants-{case_id}", (*command, "--variants-dir", "{variants}"),
-               f"{FILE}: not a valid variant file: {message}", setup=variants(text)) for case_id, text, message in BROKEN),
+               f"{FILE}: not a valid variant file: {message}", setup=variants(text), dev=dev)
+          for case_id, text, message in BROKEN),
     ]
 
 
 CASES = [
-    *variant_file_cases(("ci-matrix",)),
+    *variant_file_cases(("ci-matrix",), dev=True),
     Case("ci-matrix-variants-dir-empty", ("ci-matrix", "--variants-dir", "{variants}"), "no variant files (*.yaml) in",
-         setup=variants(None)),
+         setup=variants(None), dev=True),
 ]

@@ -2,8 +2,8 @@
 then mamba-ssm, for every Python of its file, so that every Python after the first compiles from the job's compiler
 cache. linux-aarch64's jobs cross-compile on the linux-64 runners.
 
-    ssm-conda ci-matrix              # one line, {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
-    ssm-conda ci-matrix --durations  # each job's expected time (2 cores, an upper bound on more: docs/ci.md)"""
+    ssm-conda-dev ci-matrix              # one line, {"include": [{"name": "cuda130-torch2.13-sm90", ...}, ...]}
+    ssm-conda-dev ci-matrix --durations  # each job's expected time (2 cores, an upper bound on more: docs/ci.md)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ssm-conda ci-matrix: the workflow's jobs come from variants/ and nowhere else, and each fits a runner."""
+"""ssm-conda-dev ci-matrix: the workflow's jobs come from variants/ and nowhere else, and each fits a runner."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 import yaml
-from ssm_conda import ci_matrix, cli
 from ssm_conda.project import NAMES
 from ssm_conda.project import package as record
+from ssm_conda_dev import ci_matrix, cli
 
 from tests.bad_input.ci_matrix import VALID
 from tests.rendered import whole_matrix
@@ -71,7 +71,7 @@ def test_verbose_names_the_variant_files_on_stderr(capsys):
 
 
 def test_script_prints_json_for_fromjson():
-    result = subprocess.run([sys.executable, "-m", "ssm_conda", "ci-matrix"], capture_output=True, text=True, check=True,
+    result = subprocess.run([sys.executable, "-m", "ssm_conda_dev", "ci-matrix"], capture_output=True, text=True, check=True,
                             env={"PATH": "/usr/bin:/bin"})
     printed = json.loads(result.stdout)
     assert [job["name"] for job in printed["include"]] == [j.name for j in ci_matrix.jobs()]
