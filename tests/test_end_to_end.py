@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -389,6 +390,21 @@ def test_conda_installs_the_channel(standin, built, built_mamba, conda, tmp_path
         answer = conda.json("create", "--dry-run", "-p", str(tmp_path / "refused"), *channels, f"python={PYTHON}",
                             "mamba-ssm", cuda=CUDA, cuda_arch=gpu)
         assert not linked(answer, "mamba-ssm", "causal-conv1d") and "__cuda_arch" in answer.get("message", ""), answer
+
+
+@pytest.mark.slow
+def test_conda_with_the_rattler_solver_picks_what_the_classic_one_does(standin, built, built_mamba, conda, tmp_path):
+    """conda-rattler-solver (resolvo, pixi's solver, which enforces constrains on virtual packages): mamba-ssm and
+    causal-conv1d of the sm90 build for an H100, nothing for an A6000 (8.6) or no __cuda_arch. Solving is all that
+    differs from the classic solver's install above."""
+    rattler, cc_package = replace(conda, solver="rattler"), built[1]
+    channels = ("--override-channels", "-c", built[0].as_uri(), "-c", standin.as_uri())
+    for gpu, builds in (("9.0", {"mamba-ssm": build_string(cc_package), "causal-conv1d": build_string(cc_package)}),
+                        ("8.6", {}), (None, {})):
+        answer = rattler.json("create", "--dry-run", "-p", str(tmp_path / "env"), *channels, f"python={PYTHON}",
+                              "mamba-ssm", cuda=CUDA, cuda_arch=gpu)
+        assert linked(answer, "mamba-ssm", "causal-conv1d") == builds, answer
+        assert builds or "__cuda_arch" in answer.get("message", ""), answer
 
 
 @pytest.mark.slow

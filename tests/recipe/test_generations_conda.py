@@ -1,14 +1,17 @@
-"""Which build conda (26.7.1, classic solver) installs for each GPU, with the `__cuda_arch` plugin and
-without, over the same channel of rendered records as tests/recipe/test_generations.py; and where pixi's
-solver (py-rattler) and conda agree, case by case.
+"""Which build conda (26.7.1, its classic solver and conda-rattler-solver's) installs for each GPU, with the
+`__cuda_arch` plugin and without, over the same channel of rendered records as tests/recipe/test_generations.py;
+and where pixi's solver (py-rattler) and conda agree, case by case.
 
 The one difference: conda's classic solver ignores `constrains` on virtual packages (conda/conda#10803),
 so cuda-arch's `__cuda_arch X.*` does not hold there, and a GPU older than every package's lowest
 architecture (a V100, 7.0) gets the all-architecture package from conda where py-rattler refuses. The
-recipes' direct `__cuda_arch` dependency of the generation packages is what gates in conda.
+recipes' direct `__cuda_arch` dependency of the generation packages is what gates in conda. With
+conda-rattler-solver (resolvo, pixi's solver) conda enforces those constrains and refuses as pixi does.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from rattler.exceptions import SolverError
@@ -20,6 +23,12 @@ from tests.recipe.generation_channel import picked, write_channel
 
 VARIANTS = plan(Selection(cuda="13.0", python="3.12", torch="2.13"), target_platform="linux-64")
 OURS = ("causal-conv1d", "mamba-ssm")
+
+
+@pytest.fixture(params=["classic", "rattler"])
+def either_solver(conda, request) -> Conda:
+    """conda with its classic solver, and with conda-rattler-solver's."""
+    return replace(conda, solver=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +67,8 @@ def rattler_picks(channel: str, cuda_arch: str | None) -> set[str] | str:
     pytest.param("12.0", "sm12x", id="RTX-PRO-6000"),
     pytest.param(None, "all", id="no __cuda_arch"),
 ])
-def test_conda_with_the_plugin_takes_the_generation_of_the_gpu_as_pixi_does(conda, channel, cuda_arch, generation):
-    assert conda_picks(conda, channel, cuda_arch, plugins=True) == {generation}
+def test_conda_with_the_plugin_takes_the_generation_of_the_gpu_as_pixi_does(either_solver, channel, cuda_arch, generation):
+    assert conda_picks(either_solver, channel, cuda_arch, plugins=True) == {generation}
     assert rattler_picks(channel, cuda_arch) == {generation}
 
 
@@ -78,9 +87,16 @@ def test_where_conda_and_pixi_differ_an_unsupported_gpu(conda, channel):
     assert conda_picks(conda, channel, "7.0", plugins=True) == {"all"}
 
 
-def test_conda_refuses_a_generation_package_for_another_gpu(conda, channel):
+def test_with_the_rattler_solver_conda_refuses_an_unsupported_gpu_as_pixi_does(conda, channel):
+    """conda-rattler-solver holds cuda-arch's `constrains: __cuda_arch X.*`: no package for a V100 (7.0), as in pixi."""
+    refusal = conda_picks(replace(conda, solver="rattler"), channel, "7.0", plugins=True)
+    assert isinstance(refusal, str) and refusal.startswith("RattlerUnsatisfiableError") and "__cuda_arch" in refusal, refusal
+
+
+def test_conda_refuses_a_generation_package_for_another_gpu(either_solver, channel):
     """What a user sees asking for sm90 on an A6000 (8.6) or without __cuda_arch: a missing package,
     naming the __cuda_arch range (docs/troubleshooting.md translates it)."""
+    conda = either_solver
     for cuda_arch in ("8.6", None):
         answer = conda.json("create", "--dry-run", "-p", str(conda.root / "env"), "-c", channel,
                             "mamba-ssm=*=*sm90*", cuda_arch=cuda_arch)
