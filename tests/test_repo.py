@@ -86,6 +86,7 @@ def test_the_test_requirements_pin_a_torch_the_matrix_covers():
     assert len(pins) == 1 and re.fullmatch(r"==\d+\.\d+\.\d+", str(pins[0].specifier)), pins
     minor = ".".join(str(pins[0].specifier).removeprefix("==").split(".")[:2])
     assert minor in {t for f in load_variant_files() for t in f.torches}
+    assert PIXI["feature"]["test"]["dependencies"]["pytorch"] == f"{minor}.*"  # pixi's test environment: the same minor
 
 
 def test_quetz_is_pinned_alike_for_pip_and_pixi():
