@@ -242,8 +242,8 @@ def write_recipe(standin: StandIn, directory: Path) -> Path:
     if isinstance(script, dict) and "content" in script:
         script["content"] = _Literal(script["content"])
     directory.mkdir(parents=True, exist_ok=True)
-    for helper in RECIPES_DIR.iterdir():
-        if helper.suffix != ".yaml":
+    for helper in RECIPES_DIR.iterdir():  # files only: a plain install byte-compiles the helpers into __pycache__/
+        if helper.is_file() and helper.suffix != ".yaml":
             shutil.copy2(helper, directory / helper.name)
     path = directory / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False, width=120))

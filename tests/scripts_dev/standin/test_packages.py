@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import yaml
 from ssm_conda_dev.standin import catalog, packages
@@ -86,6 +88,18 @@ def test_written_recipe_has_the_lists_and_helpers(fake_machine, tmp_path):
     assert recipe["requirements"]["run_exports"]["strong"] == ["libstdcxx >=12"]
     assert (tmp_path / "gxx" / "activate-gxx.sh").is_file() and (tmp_path / "gxx" / "rewrite_torch_metadata.py").is_file()
     assert "content: |" in path.read_text()  # the build script stays a readable block
+
+
+def test_a_plain_installs_byte_compiled_helpers_are_not_copied(fake_machine, tmp_path, monkeypatch):
+    """pip install (not editable) byte-compiles recipes/*.py into recipes/__pycache__/, which was copied as a file
+    (IsADirectoryError)."""
+    recipes = tmp_path / "recipes"
+    shutil.copytree(packages.RECIPES_DIR, recipes, ignore=shutil.ignore_patterns("__pycache__"))
+    (recipes / "__pycache__").mkdir()
+    (recipes / "__pycache__" / "debian_python.cpython-311.pyc").write_bytes(b"")
+    monkeypatch.setattr(packages, "RECIPES_DIR", recipes)
+    packages.write_recipe(by_key(fake_machine)["gxx_linux-64"], tmp_path / "gxx")
+    assert (tmp_path / "gxx" / "debian_python.py").is_file() and not (tmp_path / "gxx" / "__pycache__").exists()
 
 
 def test_every_standin_renders(fake_machine, every_standin, tmp_path):
