@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
+from xml.sax.saxutils import escape
 
 from ssm_conda.console import PipelineError, UsageError, format_table
 
@@ -207,7 +208,31 @@ def table(results: Sequence[Result]) -> str:
                          "of copy", "vs ref"], rows)
 
 
+COLORS = {"fwd": "#1f77b4", "bwd": "#ff7f0e", "update": "#2ca02c", "scan_fwd": "#9467bd", "scan_bwd": "#d62728"}
+
+
+def plot_svg(results: Sequence[Result], path: Path, title: str) -> None:
+    """Each case's bandwidth as a fraction of the device copy's, one bar each, the copy's level dashed: an SVG written
+    with the standard library alone (a GPU node with pip's torch has no matplotlib)."""
+    height, bar, top = 300, 14, max([1.0, *(r.of_copy for r in results)])
+    copy_y = 40 + height - height / top  # where a bar as fast as the copy ends
+    shapes = [f'<text x="10" y="20" font-size="14">{escape(title)}: bandwidth as a fraction of a device copy</text>',
+              f'<text x="5" y="{copy_y + 5:.1f}" font-size="9">copy</text>',
+              f'<line x1="60" y1="{copy_y:.1f}" x2="{70 + bar * len(results)}" y2="{copy_y:.1f}" stroke="black" '
+              'stroke-dasharray="4"/>']
+    for i, r in enumerate(results):
+        x, h, label = 65 + i * bar, height * r.of_copy / top, escape(r.case.label)
+        shapes += [f'<rect x="{x}" y="{40 + height - h:.1f}" width="{bar - 2}" height="{h:.1f}" fill="{COLORS[r.case.op]}">'
+                   f'<title>{label}: {r.of_copy:.0%} of copy</title></rect>',
+                   f'<text transform="translate({x + 9},{48 + height}) rotate(75)" font-size="8">{label}</text>']
+    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{100 + bar * len(results)}" height="{height + 260}">'
+                    + "".join(shapes) + "</svg>\n")
+
+
 def plot(results: Sequence[Result], path: Path, title: str) -> None:
+    if path.suffix == ".svg":
+        plot_svg(results, path, title)
+        return
     import matplotlib
 
     matplotlib.use("Agg")
@@ -216,14 +241,12 @@ def plot(results: Sequence[Result], path: Path, title: str) -> None:
     labels = [r.case.label for r in results]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 0.35 * len(results) + 3), 8), sharex=True)
     xs = range(len(results))
-    colors = {"fwd": "tab:blue", "bwd": "tab:orange", "update": "tab:green", "scan_fwd": "tab:purple",
-              "scan_bwd": "tab:red"}
-    ax1.bar(xs, [r.bandwidth_gbs for r in results], color=[colors[r.case.op] for r in results])
+    ax1.bar(xs, [r.bandwidth_gbs for r in results], color=[COLORS[r.case.op] for r in results])
     ax1.plot(xs, [r.copy_bandwidth_gbs for r in results], "k_", markersize=14, label="D2D copy, same bytes")
     ax1.set_ylabel("achieved GB/s")
     ax1.legend()
     ax1.set_title(title)
-    ax2.bar(xs, [r.speedup or 0 for r in results], color=[colors[r.case.op] for r in results])
+    ax2.bar(xs, [r.speedup or 0 for r in results], color=[COLORS[r.case.op] for r in results])
     ax2.set_yscale("log")
     ax2.set_ylabel("speed-up vs reference")
     ax2.set_xticks(list(xs), labels, rotation=75, ha="right", fontsize=7)
@@ -240,7 +263,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ref", action="store_true", help="skip timing the reference implementation")
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout instead of the table")
     parser.add_argument("--json-file", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--plot", type=Path, metavar="PATH", help="write a PNG plot (needs matplotlib)")
+    parser.add_argument("--plot", type=Path, metavar="PATH", help="write a plot: PATH.svg with the standard library, "
+                        "any other (PNG) with matplotlib")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -249,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     layouts = parse_list(args.layouts, LAYOUTS, "layout")
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    if args.plot is not None:
+    if args.plot is not None and args.plot.suffix != ".svg":
         try:
             import matplotlib  # noqa: F401
         except ImportError:
