@@ -19,7 +19,9 @@ import subprocess
 import sys
 import sysconfig
 import time
+import zipfile
 from dataclasses import replace
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -390,6 +392,32 @@ def test_conda_installs_the_channel(standin, built, built_mamba, conda, tmp_path
         answer = conda.json("create", "--dry-run", "-p", str(tmp_path / "refused"), *channels, f"python={PYTHON}",
                             "mamba-ssm", cuda=CUDA, cuda_arch=gpu)
         assert not linked(answer, "mamba-ssm", "causal-conv1d") and "__cuda_arch" in answer.get("message", ""), answer
+
+
+@pytest.mark.slow
+def test_a_gpu_bundle_of_the_built_packages(built, built_mamba, tmp_path):
+    """`ssm-conda-dev gpu-bundle` of the variant built above (docs/testing.md, "The GPU check"): one file under
+    48 MiB with both compiled extensions and their test files; its runner, with this Python (a CPU torch), refuses
+    in one line before anything runs. The GPU run itself needs a GPU node."""
+    bundle = tmp_path / "check.pyz"
+    run(sys.executable, "-m", "ssm_conda_dev", "gpu-bundle", "--output-dir", str(built[0]), "--cuda", CUDA, "--python",
+        PYTHON, "--torch", TORCH, "--generation", GENERATION, "--bundle", str(bundle))
+    size = bundle.stat().st_size
+    print(f"GPU bundle of {GENERATION} for Python {PYTHON}, torch {TORCH}: {human_size(size)} (figure, not asserted)")
+    assert size < 48 * 2**20
+    with zipfile.ZipFile(bundle) as archive:
+        names, manifest = archive.namelist(), json.loads(archive.read("manifest.json"))
+    site = f"prefix/lib/python{PYTHON}/site-packages"
+    for module in ("causal_conv1d_cuda", "selective_scan_cuda"):
+        assert [n for n in names if re.fullmatch(rf"{site}/{module}\.cpython-{tag(PYTHON)[2:]}-.*\.so", n)], module
+    for package in manifest["packages"]:
+        (script,) = [t["script"] for t in package["tests"] if "script" in t]
+        assert f"prefix/{script['cwd']}/tests/test_kernels.py" in names, script
+    result = subprocess.run([sys.executable, str(bundle)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert (result.returncode, result.stderr.strip().splitlines()[-1:]) == (
+        4, [f"error: no usable GPU: torch {version('torch')} is a CPU build; run this with a CUDA {CUDA} build of torch "
+            f"{TORCH} on a machine with an NVIDIA GPU"]), result
+    assert not (tmp_path / "gpu-check-results").exists()
 
 
 @pytest.mark.slow

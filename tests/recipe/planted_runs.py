@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # "test_fwd_bwd[bug=silu_grad-float32-2-...]": planted_bugs.py's parameter comes first.
@@ -34,8 +34,14 @@ def outcomes_by_bug(kernel_tests: Path, tmp: Path, env: dict[str, str], pythonpa
         capture_output=True, text=True, timeout=timeout, cwd=tmp, env=environ,
     )
     assert report.is_file(), result.stdout + result.stderr
+    return read_outcomes(report)
+
+
+def read_outcomes(report: Path, keep: Callable[[ET.Element], bool] = lambda case: True) -> dict[str, dict[str, str]]:
+    """{bug: {case id: passed|failed|error|"skipped: <reason>"}} of a JUnit report's planted-bug cases (those `keep`
+    takes; every one must carry a bug id)."""
     by_bug: dict[str, dict[str, str]] = {}
-    for case in ET.parse(report).iter("testcase"):
+    for case in filter(keep, ET.parse(report).iter("testcase")):
         kinds = {child.tag: child.get("message", "") for child in case}
         outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
         match = BUG_ID.match(case.get("name"))

@@ -24,7 +24,7 @@ def test_a_channel_maintainers_commands_apart_from_the_development_tools(capsys)
     ssm-conda-dev's."""
     user, dev = {c.name for c in cli.COMMANDS}, {c.name for c in dev_cli.COMMANDS}
     assert user == {"plan", "build", "verify", "doctor", "upload", "gpu-test"}
-    assert dev == {"ci-matrix", "sync-matrix", "standin", "bench-build", "bench-zstd", "bench-kernels"}
+    assert dev == {"ci-matrix", "sync-matrix", "standin", "bench-build", "bench-zstd", "gpu-bundle", "bench-kernels"}
     assert cli.main(["standin"]) == 2
     assert "invalid choice: 'standin'" in capsys.readouterr().err
     assert dev_cli.main(["plan"]) == 2
