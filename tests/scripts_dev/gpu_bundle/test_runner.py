@@ -58,22 +58,18 @@ def test_a_cpu_only_torch_is_refused_before_anything_runs(bundle, cpu_torch, tmp
     refused(run(cpu_torch, bundle, tmp_path), 4, f"no usable GPU: torch {TORCH}.", tmp_path)
 
 
-def test_a_bundle_for_another_torch_minor_is_refused(cpu_mamba_ssm, tmp_path):
-    other = "2.12" if TORCH != "2.12" else "2.13"
-    channel = tmp_path / "output"
-    for variant in variants(torch=other):
-        fake_package(channel, variant, cpu_mamba_ssm)
-    refused(run(sys.executable, bundle_of(channel, tmp_path / "other.pyz", torch=other), tmp_path), 3,
-            f"these packages were built against torch {other} (CUDA 13.0); this Python has torch {TORCH}", tmp_path)
+OTHER_TORCH, OTHER_PYTHON = ("2.12" if TORCH != "2.12" else "2.13"), ("3.12" if PYTHON != "3.12" else "3.13")
 
 
-def test_a_bundle_for_another_python_is_refused(cpu_mamba_ssm, tmp_path):
-    other = "3.12" if PYTHON != "3.12" else "3.13"
+@pytest.mark.parametrize(("torch", "python", "why"), [
+    (OTHER_TORCH, PYTHON, f"these packages were built against torch {OTHER_TORCH} (CUDA 13.0); this Python has torch {TORCH}"),
+    (TORCH, OTHER_PYTHON, f"these packages are for Python {OTHER_PYTHON}, this is Python {PYTHON}"),
+], ids=["another torch minor", "another Python"])
+def test_a_bundle_for_another_torch_or_python_is_refused(cpu_mamba_ssm, tmp_path, torch, python, why):
     channel = tmp_path / "output"
-    for variant in variants(python=other):
+    for variant in variants(torch=torch, python=python):
         fake_package(channel, variant, cpu_mamba_ssm)
-    refused(run(sys.executable, bundle_of(channel, tmp_path / "other.pyz", python=other), tmp_path), 3,
-            f"these packages are for Python {other}, this is Python {PYTHON}", tmp_path)
+    refused(run(sys.executable, bundle_of(channel, tmp_path / "other.pyz", python, torch), tmp_path), 3, why, tmp_path)
 
 
 def test_not_a_bundle_and_bad_usage_are_one_line(bundle, tmp_path):
