@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -130,21 +131,27 @@ def test_conda_workspaces_runs_the_plan_task_as_ssm_conda_plan(conda):
 
 # --------------------------------------------------------------------------- with the stand-in's records (slow)
 
-# conda-forge's builds the stand-in does not make (it repacks PyPI's CUDA torch): the recorded ones stay beside its own
-NOT_IN_STANDIN = {("pytorch", "cpu_"), ("libtorch", "cpu_")}
+# A record's build kind: pytorch's, libtorch's and triton's CPU or CUDA X.Y builds are different packages to a solve
+KIND_RE = re.compile(r"^(cpu|cuda\d+)")
+
+
+def kind(record: dict) -> tuple[str, str, str]:
+    found = KIND_RE.match(record["build"])
+    return record["name"], record["version"], found[1] if found else ""
 
 
 @pytest.mark.slow
 def test_every_environment_solves_with_the_standins_records(standin, tmp_path):
     """The solves above on the linux-64 platforms, with the stand-in channel's records (conda-forge names, checked
-    against the feedstocks) in place of the recorded ones for every package it has."""
+    against the feedstocks, every dependency the real package states) in place of the recorded ones wherever it has
+    the package: the same name, version and build kind. conda-forge's other versions and builds (the CPU pytorch,
+    CUDA 12.9's stack, setuptools <82) stay as recorded: the stand-in makes one of each."""
     merged, standin_files = conda_forge_records(), set()
     for subdir in ("linux-64", "noarch"):
         data = json.loads((standin / subdir / "repodata.json").read_text())
         ours = {**data.get("packages", {}), **data.get("packages.conda", {})}
-        names, standin_files = {r["name"] for r in ours.values()}, standin_files | set(ours)
-        merged[subdir] = {f: r for f, r in merged[subdir].items() if r["name"] not in names
-                          or any(r["name"] == n and r["build"].startswith(b) for n, b in NOT_IN_STANDIN)} | ours
+        kinds, standin_files = {kind(r) for r in ours.values()}, standin_files | set(ours)
+        merged[subdir] = {f: r for f, r in merged[subdir].items() if kind(r) not in kinds} | ours
     channel = write_channel(tmp_path / "channel", merged)
     failed, taken = {}, {}
     for env, platform in [(env, p) for env, p in SOLVES if p.subdir == "linux-64"]:
@@ -153,6 +160,8 @@ def test_every_environment_solves_with_the_standins_records(standin, tmp_path):
         except SolverError as exc:
             failed[f"{env} x {platform.name}"] = " ".join(str(exc).split())
         else:
-            taken[f"{env} x {platform.name}"] = sorted(r.name.normalized for r in solved if r.file_name in standin_files)
+            taken[f"{env} x {platform.name}"] = {r.name.normalized for r in solved if r.file_name in standin_files}
     assert failed == {}
-    assert all("python" in names for names in taken.values()), taken  # the stand-in's records were solved with
+    # the test environment's CUDA compiler and transformers are the stand-in's, with all they depend on
+    assert {"cuda-nvcc-impl", "cuda-cudart-dev", "cuda-version", "transformers", "huggingface_hub", "pytest"} <= \
+        taken["test x linux-64"], taken
