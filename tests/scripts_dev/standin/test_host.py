@@ -70,6 +70,11 @@ def test_torch_companions_pinned_as_torch_asks(tmp_path, wheel_maker):
     assert host.torch_companions("installed", site, PY312) == {"triton": "~=3.8.0"}
 
 
+def test_setuptools_is_repacked_below_82_as_conda_forges_pytorch_runs_with():
+    """PyPI's torch 2.11 requires setuptools <82 (its pip check failed against the newest), conda-forge's pytorch too."""
+    assert ("setuptools", "setuptools", "<82", "setuptools<82") in host.wanted_wheels({})
+
+
 def test_patchelf_missing_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(host.shutil, "which", lambda name: None)
     monkeypatch.setattr(host.sys, "executable", str(tmp_path / "bin" / "python"))
