@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"channel: {channel.as_uri()} ({len(outcomes)} packages for python {machine.target.py_ver}, "
           f"{human_size(total)} in all, {human_duration(time.monotonic() - start)})")
     print(f"variant overrides: {variants_file} (merge over the variant file: compilers and glibc are the machine's)")
-    if problems := check_channel(channel):
+    if problems := check_channel(channel, packages=[o.path for o in outcomes]):
         print("\n".join(problems))
         raise PipelineError(f"the stand-in channel differs from conda-forge's packages in {len(problems)} places "
                             "(above; the record is ssm_conda_dev/standin/conda_forge.yaml)")

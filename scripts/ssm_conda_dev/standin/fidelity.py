@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from packaging.version import Version
-from ssm_conda.channels import find_packages
+from ssm_conda.channels import find_packages, name_and_build_of
 
 from ssm_conda_dev.standin import reuse
 
@@ -156,14 +157,16 @@ def compare(built: Built, record: dict[str, Any], facts: dict[str, str]) -> list
 RECORDED_SUBDIRS = ("linux-64", "noarch")
 
 
-def check_channel(channel: Path, record: dict[str, dict[str, Any]] | None = None) -> list[str]:
-    """Every difference between the channel's linux-64 and noarch packages and the record, one line each
-    ("name version: ...")."""
+def check_channel(channel: Path, record: dict[str, dict[str, Any]] | None = None,
+                  packages: Sequence[Path] | None = None) -> list[str]:
+    """Every difference between the channel's linux-64 and noarch packages (or those of `packages`: a run checks what
+    it made, another Python's packages are their run's) and the record, one line each ("name version: ...")."""
     record = load_record() if record is None else record
     facts = channel_facts(channel)
+    found = [p for p in (find_packages([channel]) if packages is None else packages) if p.parent.name in RECORDED_SUBDIRS]
     problems = []
     for name, entry in record.items():
-        packages = [p for p in find_packages([channel], name) if p.parent.name in RECORDED_SUBDIRS]
+        packages = [p for p in found if name_and_build_of(p.name)[0] == name]
         if not packages:
             problems.append(f"{name}: the channel has no such package")
         for package in packages:

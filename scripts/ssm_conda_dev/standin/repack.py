@@ -73,7 +73,7 @@ def build_channel(todo: list[StandIn], py_ver: str, channel: Path, threads: int,
             name, version, subdir = package.name, str(package.version), "noarch" if build.noarch else standin.platform
             path = reuse.package_path(channel, subdir, name, version, build.string)
             step = f"[{number}/{len(todo)}] {standin.conda_name} {version}"
-            outcome = Outcome(f"{name} {version}", build.string, detail=subdir)
+            outcome = Outcome(f"{name} {version}", build.string, path=path, detail=subdir)
             changed = path.exists() and not reuse.is_stamped(path, digest)
             if name in rebuild or "all" in rebuild or changed:
                 path.unlink(missing_ok=True)

@@ -135,7 +135,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     monkeypatch.setattr(command, "discover", discover)
     monkeypatch.setattr(command, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {"python_abi": fidelity.load_record()["python_abi"]}
-    monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
+    monkeypatch.setattr(command, "check_channel", lambda channel, packages: fidelity.check_channel(channel, record, packages))
     assert dev_cli.main(["standin", "--offline"]) == 0
     out = capsys.readouterr().out
     channel = cache / "standin"
@@ -143,7 +143,7 @@ def test_run_builds_indexes_and_summarises(fake_machine, cache, monkeypatch, cap
     assert (channel / "linux-64" / "repodata.json").is_file() and (channel / "standin-variants.yaml").is_file()
     assert "[1/1] python_abi 3.11 8_cp311: building ..." in out
     table = out[out.index("stand-in packages for python 3.11"):]
-    assert table.splitlines()[1].split() == ["package", "variant", "result", "time", "size", "detail"]
+    assert table.splitlines()[1].split() == ["package", "variant", "result", "time", "size", "path", "detail"]
     assert table.splitlines()[2].split()[:4] == ["python_abi", "3.11", "8_cp311", "built"]
     assert f"channel: {channel.as_uri()} (1 packages for python 3.11" in out
     assert "every recorded package matches conda-forge's" in out
@@ -158,7 +158,7 @@ def test_a_channel_that_drifts_from_conda_forge_fails(fake_machine, cache, monke
     monkeypatch.setattr(command, "discover", lambda *args: fake_machine)
     monkeypatch.setattr(command, "standins", lambda m: [StandIn("python_abi", "python_abi.yaml", {"py_ver": "3.11"})])
     record = {name: fidelity.load_record()[name] for name in ("python_abi", "cuda-version")}
-    monkeypatch.setattr(command, "check_channel", lambda channel: fidelity.check_channel(channel, record))
+    monkeypatch.setattr(command, "check_channel", lambda channel, packages: fidelity.check_channel(channel, record, packages))
     assert dev_cli.main(["standin", "--offline"]) == 1
     captured = capsys.readouterr()
     assert "cuda-version: the channel has no such package" in captured.out

@@ -122,3 +122,19 @@ def test_a_stand_in_that_drifts_fails(tmp_path, monkeypatch):
 def test_every_record_names_its_feedstock_and_commit():
     for name, entry in fidelity.load_record().items():
         assert "conda-forge/" in entry["follows"] and any(len(w) == 40 for w in entry["follows"].split()), name
+
+
+def test_a_run_checks_the_packages_it_made_not_another_pythons(channel, tmp_path):
+    """A stand-in run for Python 3.11 rebuilt pytorch for a changed recipe; Python 3.12's pytorch, of the old recipe,
+    waits for its own run to be rebuilt, and the 3.11 run was refused for it (CI: "pytorch 2.13.0: does not depend on
+    setuptools <82")."""
+    import shutil
+
+    copy = tmp_path / "channel"
+    shutil.copytree(channel, copy)
+    (cudart,) = (copy / "linux-64").glob("cuda-cudart-13*.conda")
+    stale = cudart.with_name(cudart.name.replace("_", "_9", 1))  # the same package of another build, now wrong
+    shutil.copy(next((copy / "linux-64").glob("cuda-cudart-static-13*.conda")), stale)
+    this_run = [p for p in copy.glob("*/*.conda") if p != stale]
+    assert fidelity.check_channel(copy, record(), packages=this_run) == []
+    assert any(p.startswith("cuda-cudart 13") for p in fidelity.check_channel(copy, record()))
