@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssm_conda.console import ArgumentParser, PipelineError, UsageError, exit_without_finalizing
+from ssm_conda.console import ArgumentParser, PipelineError, UsageError, exit_without_finalizing, user_path
 from ssm_conda.paths import choose_workspace
 
 WORKSPACE_ENV = "SSM_CONDA_WORKSPACE"
@@ -86,15 +86,17 @@ def parse_args(argv: Sequence[str] | None, tool: Tool = SSM_CONDA) -> argparse.N
 
 
 def main(argv: Sequence[str] | None = None, tool: Tool = SSM_CONDA) -> int:
-    """Parse and run one subcommand; returns the exit status (tests call this), our errors one line on stderr."""
+    """Parse and run one subcommand; returns the exit status (tests call this), our errors one line on stderr, escaped."""
     try:
         parsed = parse_args(argv, tool)
+        for name, value in ((n, v) for n, v in vars(parsed).items() if isinstance(v, Path)):  # each path option, checked first
+            user_path(value, "--" + name.replace("_", "-"))
         if chosen := parsed.workspace or os.environ.get(WORKSPACE_ENV):
-            choose_workspace(Path(chosen))
+            choose_workspace(chosen, "--workspace" if parsed.workspace else WORKSPACE_ENV)
         command: Command = parsed._command
         return getattr(importlib.import_module(command.module), command.run)(parsed)
     except (UsageError, PipelineError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(exc)), file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

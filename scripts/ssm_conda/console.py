@@ -115,6 +115,15 @@ def print_summary(outcomes: Sequence[Outcome], title: str | None = None) -> None
     print_table([SUMMARY_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows], title)
 
 
+def user_path(value: str | Path, what: str) -> Path:
+    """`value`, ~ expanded; a UsageError where ~USER names no user, or where the system would refuse the path as too long."""
+    if (text := os.path.expanduser(value)).startswith("~"):  # os.path's expanduser leaves an unknown ~USER as it is
+        raise UsageError(f"{what} {text}: no user {text[1:].partition('/')[0]!r} here; accepted: a path, ~/... or ~USER/...")
+    if len(os.fsencode(text)) >= 4096 or any(len(os.fsencode(name)) > 255 for name in text.split("/")):
+        raise UsageError(f"{what} {text[:60]}... is too long ({len(text)} characters; the limit is 4096, 255 per name)")
+    return Path(text)
+
+
 def one_of(kind: str, value: str, accepted: Sequence[str]) -> UsageError:
     """The standard error for a value outside a known set."""
     return UsageError(f"unknown {kind} {value!r}; accepted: {', '.join(accepted)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ssm_conda.console import UsageError
+from ssm_conda.console import UsageError, user_path
 
 _chosen: Path | None = None  # --workspace, or $SSM_CONDA_WORKSPACE: set once by the command line
 
@@ -14,11 +14,11 @@ def is_workspace(folder: Path) -> bool:
     return (folder / "variants").is_dir() and any((folder / "recipe").glob("*/recipe.yaml"))
 
 
-def choose_workspace(folder: Path) -> None:
-    """The workspace the command line names, instead of the one found from the current directory."""
+def choose_workspace(folder: str | Path, what: str = "--workspace") -> None:
+    """The workspace the command line (or its variable, `what`) names, instead of the one found from the current directory."""
     global _chosen
-    if not is_workspace(resolved := folder.expanduser().resolve()):
-        raise UsageError(f"--workspace {folder}: not a causal-conv1d-conda checkout (no recipe/*/recipe.yaml and variants/)")
+    if not is_workspace(resolved := user_path(folder, what).resolve()):
+        raise UsageError(f"{what} {folder}: not a causal-conv1d-conda checkout (no recipe/*/recipe.yaml and variants/)")
     _chosen = resolved
 
 

@@ -125,3 +125,20 @@ def test_the_tool_installs_and_runs_on_the_oldest_python_it_allows(tmp_path):
     doctor = tool(ssm_conda, "doctor", "--json")
     assert doctor.returncode == 0, doctor.stderr[-3000:]
     assert json.loads(doctor.stdout)["facts"]["interpreter"]["version"].startswith(f"{version}.")
+
+
+@pytest.mark.parametrize("from_variable", [False, True], ids=["--workspace", "variable"])
+def test_a_bad_workspace_is_named_where_it_came_from(from_variable, tmp_path, monkeypatch, capsys):
+    """--workspace, or SSM_CONDA_WORKSPACE when the value came from there: the user fixes the one they set."""
+    monkeypatch.setenv(cli.WORKSPACE_ENV, str(tmp_path))
+    assert cli.main(["plan"] if from_variable else ["plan", "--workspace", str(tmp_path)]) == 2
+    name = cli.WORKSPACE_ENV if from_variable else "--workspace"
+    assert capsys.readouterr().err == f"error: {name} {tmp_path}: not a causal-conv1d-conda checkout (no recipe/*/recipe.yaml " \
+                                      "and variants/)\n"
+
+
+def test_an_error_line_escapes_control_bytes(tmp_path, monkeypatch, capsys):
+    """A hostile file name cannot clear the screen or start a second line of the error."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["verify", "x\x1b[2J\ny\x9b.conda"]) == 2
+    assert capsys.readouterr().err == "error: no such file or directory: x\\x1b[2J\\ny\\x9b.conda\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ssm_conda import options
 from ssm_conda.channels import DEFAULT_CHANNEL, normalise_channel
-from ssm_conda.console import UsageError
+from ssm_conda.console import UsageError, user_path
 from ssm_conda.doctor.advice import advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
@@ -61,7 +61,7 @@ class DoctorOptions:
         local = workspace() / "output"  # `ssm-conda build`'s default --output-dir, once it holds an index
         default = str(local) if any(local.glob("*/repodata.json")) else DEFAULT_CHANNEL
         interpreter = args.interpreter if os.sep in args.interpreter else shutil.which(args.interpreter) or args.interpreter
-        if not Path(interpreter).exists():
+        if not user_path(interpreter, "--interpreter").exists():
             raise UsageError(f"--interpreter {args.interpreter!r}: no such file; give the path of a Python executable")
         return cls(interpreter, options.channels(args.channel, (default,), _channel),
                    tuple(p for p in NAMES if p in (args.package or ())), options.variants_folder(args.variants_dir),

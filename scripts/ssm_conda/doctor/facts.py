@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ssm_conda.archs import version_key
+from ssm_conda.console import UsageError
 from ssm_conda.machine import DriverInfo, driver_info
 from ssm_conda.matrix import TARGET_PLATFORM
 from ssm_conda.paths import is_workspace
@@ -213,6 +214,8 @@ class Probes:  # where facts come from; tests replace any of these
 
 def gather_facts(executable: str, probes: Probes | None = None, import_torch: bool = True) -> Facts:
     probes = probes or Probes()
+    if (override := probes.environ.get("CONDA_OVERRIDE_CUDA")) and not re.fullmatch(r"\d+(\.\d+)*", override):
+        raise UsageError(f"CONDA_OVERRIDE_CUDA={override} is not a CUDA version; accepted: 12.9, 13.0 and so on, or empty")
     interp = probes.interpreter(executable, import_torch)
     env = detect_env(probes.environ, interp.prefix)
     records = probes.conda_records(interp.prefix or env.prefix)  # which of torch and our packages conda installed, and builds
@@ -221,5 +224,4 @@ def gather_facts(executable: str, probes: Probes | None = None, import_torch: bo
     for package in (p for p in PACKAGES if p.name in records):
         version, build = records[package.name]
         setattr(interp, package.module, replace(interp.dist(package.name) or InstalledDist(version, "conda"), conda_build=build))
-    return Facts(probes.driver(), interp, env, probes.environ.get("CONDA_OVERRIDE_CUDA") or None,
-                 probes.platform, probes.conda(probes.environ))
+    return Facts(probes.driver(), interp, env, override or None, probes.platform, probes.conda(probes.environ))

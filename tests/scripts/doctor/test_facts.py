@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
+import pytest
+from ssm_conda.console import UsageError
 from ssm_conda.doctor import facts as doc
 from ssm_conda.doctor.facts import InstalledDist, InterpreterInfo, Probes, TorchInfo
 from ssm_conda.machine import DriverInfo
@@ -119,3 +122,15 @@ def test_facts_driver_cuda_falls_back_to_the_override() -> None:
     assert make_facts(override="12.9").driver_cuda == "13.0"  # the driver's own, when there is one
     assert make_facts(drv=DriverInfo(), override="12.9").driver_cuda == "12.9"
     assert make_facts(drv=DriverInfo()).driver_cuda is None
+
+
+@pytest.mark.parametrize("value", ["garbage", "13", "12.9.1", "", "cuda12.9", "12.9 "])
+def test_the_cuda_override_is_a_version_or_empty(value: str) -> None:
+    """conda reads CONDA_OVERRIDE_CUDA as a version (empty: no CUDA); anything else is bad input, not a driver to update."""
+    probes = Probes(driver=DriverInfo, interpreter=lambda exe, _imp: InterpreterInfo(exe), conda_records=lambda _p: {},
+                    conda=lambda _e: None, environ={"CONDA_OVERRIDE_CUDA": value})
+    if value in ("13", "12.9.1", ""):
+        assert doc.gather_facts("/x/python", probes).conda_override_cuda == (value or None)
+    else:
+        with pytest.raises(UsageError, match=rf"^CONDA_OVERRIDE_CUDA={re.escape(value)} is not a CUDA version; accepted: "):
+            doc.gather_facts("/x/python", probes)
