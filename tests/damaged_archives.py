@@ -1,33 +1,75 @@
 """Small real packages named as recipe/ names them, and damaged copies of them, for every test that hands
-archives to a command (upload's pre-check, gpu-test, ...).
+archives to a command (upload's pre-check, gpu-test, ...). A good package looks like ours: its module in the
+variant's site-packages, its test files, and the depends the recipe renders (the run requirements and the run
+exports of the build and host requirements, as a real build lists them).
 
 A damage is a function of a good package lying in a channel (CHANNEL/SUBDIR/FILE): it damages the file in
-place, or puts the bad file beside it, and returns the path the command will find. DAMAGES names them all.
+place, or puts the bad file beside it, and returns the path the command will find. DAMAGES names them all;
+HOSTILE those crafted to escape the package, bomb the disk or bring foreign files and depends (issue 41).
 """
 
 from __future__ import annotations
 
+import functools
+import io
+import json
 import random
 import shutil
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import zstandard
+from rattler.package_streaming import extract
 from rattler_build import assemble_package
-from ssm_conda.matrix import plan
+from ssm_conda.matrix import PlannedVariant, plan
+from ssm_conda.project import package as project_package
 from ssm_conda.selection import Selection
 
 # conda-forge's names the issue saw uploaded from the stand-in channel, and another project's package
 FOREIGN_NAMES = ("python", "libgcc", "cuda-nvcc_linux-64", "numpy")
 
 
-def rendered_name(cuda: str = "13.0", python: str = "3.12", torch: str = "2.13", generation: str = "all",
-                  package: str = "causal-conv1d", platform: str = "linux-64") -> tuple[str, str, str]:
-    """(name, version, build string) of one variant of a recipe, as rattler-build renders it."""
+@functools.cache
+def rendered_variant(cuda: str = "13.0", python: str = "3.12", torch: str = "2.13", generation: str = "all",
+                     package: str = "causal-conv1d", platform: str = "linux-64") -> PlannedVariant:
+    """One variant of a recipe, as rattler-build renders it."""
     selection = Selection(cuda=cuda, python=python, torch=torch, generations=(generation,), packages=(package,))
     (variant,) = plan(selection, target_platform=platform)
-    return variant.package, str(variant.rendered.recipe.package.version), variant.build_string
+    return variant
+
+
+def rendered_name(*variant: str, platform: str = "linux-64") -> tuple[str, str, str]:
+    """(name, version, build string) of one variant of a recipe (rendered_variant's arguments)."""
+    rendered = rendered_variant(*variant, platform=platform)
+    return rendered.package, str(rendered.rendered.recipe.package.version), rendered.build_string
+
+
+def run_exports(variant: PlannedVariant) -> list[str]:
+    """The depends conda-forge's run exports add, as causal-conv1d's and mamba-ssm's real builds list them."""
+    major, py = variant.cuda.split(".")[0], variant.python.replace(".", "")
+    torch_next = f"{variant.torch.split('.')[0]}.{int(variant.torch.split('.')[1]) + 1}"
+    return ["__glibc >=2.28,<3.0.a0", "cuda-arch >=9.0", f"cuda-cudart >={variant.cuda}.96,<{int(major) + 1}.0a0",
+            f"cuda-version >={variant.cuda},<{int(major) + 1}", "libgcc >=15", "libstdcxx >=15",
+            f"libtorch >={variant.torch}.0,<{torch_next}.0a0", f"pytorch >={variant.torch}.0,<{torch_next}.0a0",
+            f"python_abi {variant.python}.* *_cp{py}"]
+
+
+def our_files(files: Path, variant: PlannedVariant, text: str = "") -> Path:
+    """What a build of `variant` installs, in small: its module, dist-info and extension in site-packages, its test files."""
+    record, version = project_package(variant.package), variant.rendered.recipe.package.version
+    site = files / "lib" / f"python{variant.python}" / "site-packages"
+    for path, content in {f"{record.module}/__init__.py": f"# {variant.build_string} {text}\n",
+                          f"{record.module}-{version}.dist-info/METADATA": f"Name: {record.module}\nVersion: {version}\n",
+                          f"{record.extensions[0]}.cpython-{variant.python.replace('.', '')}-x86_64-linux-gnu.so": "ELF"}.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(content)
+    (files / "etc" / "conda" / "test-files" / variant.package).mkdir(parents=True)
+    (files / "etc" / "conda" / "test-files" / variant.package / "test_import.py").write_text(f"import {record.module}\n")
+    return files
 
 
 def build_package(out: Path, name: str, version: str, build: str, subdir: str = "linux-64", noarch: str | None = None,
@@ -42,8 +84,15 @@ def build_package(out: Path, name: str, version: str, build: str, subdir: str = 
 
 
 def good_package(channel: Path, *variant: str, subdir: str = "linux-64", text: str = "") -> Path:
-    """A package of ours (rendered_name(*variant)) in CHANNEL/SUBDIR."""
-    return build_package(channel / subdir, *rendered_name(*variant, platform=subdir), subdir=subdir, text=text)
+    """A package of ours (rendered_variant(*variant)) in CHANNEL/SUBDIR, with what its build holds and depends on.
+    `text` goes into its module: another text is another build (another sha256) under the same name."""
+    rendered = rendered_variant(*variant, platform=subdir)
+    name, version, build = rendered_name(*variant, platform=subdir)
+    (channel / subdir).mkdir(parents=True, exist_ok=True)
+    depends = [*rendered.rendered.recipe.requirements.run, *run_exports(rendered)]
+    with tempfile.TemporaryDirectory() as files:
+        files_dir = our_files(Path(files), rendered, text)
+        return Path(assemble_package(name, version, subdir, build, channel / subdir, files_dir=files_dir, depends=depends).path)
 
 
 def parts(package: Path) -> tuple[str, str, str]:
@@ -130,9 +179,144 @@ def foreign_package(package: Path, name: str = "numpy") -> Path:
     return build_package(package.parent, name, "2.0.0", "py312_0", subdir=package.parent.name)
 
 
+class Zeros(io.RawIOBase):
+    """`size` zero bytes, read as a file: a zip bomb's payload, never held in memory or on disk."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        count = min(len(buffer), self.left)
+        buffer[:count], self.left = bytes(count), self.left - count
+        return count
+
+
+Entries = list[tuple[tarfile.TarInfo, Any]]  # each member's header and data (a file object, or None)
+
+
+def _retarred(package: Path, member: str, edit: Callable[[Entries], Entries]) -> Path:
+    """The .conda with its info- or pkg- tar (`member`) written again as `edit` changes its (header, data) list: streamed
+    through zstd, so a zip bomb's gigabyte is never written out."""
+    with zipfile.ZipFile(package) as old:
+        members = [(info, old.read(info)) for info in old.infolist()]
+    with zipfile.ZipFile(package, "w") as new:
+        for info, data in members:
+            if info.filename.startswith(member):
+                stream = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                    entries: Entries = [(m, io.BytesIO(tar.extractfile(m).read()) if m.isfile() else None) for m in tar]
+                out = io.BytesIO()
+                with zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False) as writer, \
+                        tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                    tar.copybufsize = 1 << 20
+                    for header, body in edit(entries):
+                        tar.addfile(header, body)
+                data = out.getvalue()
+            new.writestr(info, data)
+    return package
+
+
+def _tar_entry(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "", data: bytes = b"x") -> tuple[tarfile.TarInfo, Any]:
+    header = tarfile.TarInfo(name)
+    header.type, header.linkname, header.mode = kind, linkname, 0o644
+    if kind == tarfile.REGTYPE:
+        header.size = len(data)
+        return header, io.BytesIO(data)
+    return header, None
+
+
+def _payload_added(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "") -> Callable[[Path], Path]:
+    def damage(package: Path) -> Path:
+        return _retarred(package, "pkg-", lambda entries: [*entries, _tar_entry(name, kind, linkname)])
+
+    return damage
+
+
+def _paths_json_lists(path: str) -> Callable[[Path], Path]:
+    """info/paths.json lists `path` too (as a file of 1 byte), the payload unchanged."""
+
+    def edit(entries: Entries) -> Entries:
+        for header, body in entries:
+            if header.name == "info/paths.json" and body is not None:
+                paths = json.loads(body.getvalue())
+                paths["paths"].append({"_path": path, "path_type": "hardlink", "sha256": "0" * 64, "size_in_bytes": 1})
+                return [e for e in entries if e[0] is not header] + [_tar_entry(header.name, data=json.dumps(paths).encode())]
+        raise AssertionError("no info/paths.json")
+
+    def damage(package: Path) -> Path:
+        return _retarred(package, "info-", edit)
+
+    return damage
+
+
+def zip_bomb(package: Path) -> Path:
+    """A 1 GiB file of zeros in the payload: a 30 KB package."""
+    header = tarfile.TarInfo("lib/zeros")
+    header.size = 1 << 30
+    return _retarred(package, "pkg-", lambda entries: [*entries, (header, Zeros(header.size))])
+
+
+def _rebuilt(package: Path, add: str = "", depends: tuple[str, ...] = (), build: str = "") -> Path:
+    """The package assembled again from its own files and index.json, with the file `add`, more depends or another
+    build string (then another file name: the old file goes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = Path(tmp, "files")
+        extract(package, files)
+        index = json.loads((files / "info" / "index.json").read_text())
+        shutil.rmtree(files / "info")
+        if add:
+            (files / add).parent.mkdir(parents=True, exist_ok=True)
+            (files / add).write_text("foreign\n")
+        out = assemble_package(index["name"], index["version"], index["subdir"], build or index["build"], Path(tmp, "out"),
+                               files_dir=files, depends=[*index["depends"], *depends])
+        package.unlink()
+        return Path(shutil.copy2(out.path, package.parent / Path(out.path).name))
+
+
+def _foreign_file(path: str) -> Callable[[Path], Path]:
+    def damage(package: Path) -> Path:
+        site = f"lib/python{rendered_python(package)}/site-packages"
+        return _rebuilt(package, add=path.replace("SITE", site))
+
+    return damage
+
+
+def rendered_python(package: Path) -> str:
+    """X.Y of a package of ours, from its build string (cuda130_py312_...)."""
+    py = parts(package)[2].split("_")[1].removeprefix("py")
+    return f"{py[0]}.{py[1:]}"
+
+
+def depends_on_evil_package(package: Path) -> Path:
+    return _rebuilt(package, depends=("evil-package",))
+
+
+def another_build_hash(package: Path) -> Path:
+    """Named and indexed with a build string variants/ does not render (its hash changed: another recipe)."""
+    *variant, _hash, number = parts(package)[2].split("_")
+    return _rebuilt(package, build="_".join([*variant, "hdeadbee", number]))
+
+
+HOSTILE: dict[str, Callable[[Path], Path]] = {  # issue 41: each refused before anything is unpacked or sent
+    "paths.json lists ../../etc/passwd": _paths_json_lists("../../etc/passwd"),
+    "paths.json lists /etc/hostname": _paths_json_lists("/etc/hostname"),
+    "symlink to /etc": _payload_added("lib/etc", tarfile.SYMTYPE, "/etc"),
+    "symlink to ../../x": _payload_added("lib/up", tarfile.SYMTYPE, "../../x"),
+    "member named ../x": _payload_added("../x"),
+    "member named /abs": _payload_added("/abs"),
+    "hardlink out": _payload_added("lib/hard", tarfile.LNKTYPE, "../../etc/passwd"),
+    "fifo": _payload_added("lib/fifo", tarfile.FIFOTYPE),
+    "zip bomb": zip_bomb,
+    "foreign bin/python3.11": _foreign_file("bin/python3.11"),
+    "foreign lib/libstdc++.so.6": _foreign_file("lib/libstdc++.so.6"),
+    "foreign site-packages/torch": _foreign_file("SITE/torch/__init__.py"),
+    "depends on evil-package": depends_on_evil_package,
+    "another build hash": another_build_hash,
+}
 DAMAGES: dict[str, Callable[[Path], Path]] = {
-    f.__name__.replace("_", " "): f
-    for f in (truncated, random_bytes, empty, zip_of_junk, no_pkg_member, no_info_member, garbage_pkg_member,
-              index_lies_about_name, index_lies_about_subdir, noarch_in_platform_folder, symlink_out_of_the_folder,
-              foreign_package)
+    **{f.__name__.replace("_", " "): f
+       for f in (truncated, random_bytes, empty, zip_of_junk, no_pkg_member, no_info_member, garbage_pkg_member,
+                 index_lies_about_name, index_lies_about_subdir, noarch_in_platform_folder, symlink_out_of_the_folder,
+                 foreign_package)},
+    **HOSTILE,
 }

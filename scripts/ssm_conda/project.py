@@ -22,6 +22,11 @@ class Package:
 PACKAGES = (Package("causal-conv1d", "causal_conv1d", ("causal_conv1d_cuda",), cold_s=356, cached_s=60),
             Package("mamba-ssm", "mamba_ssm", ("selective_scan_cuda",), ("causal-conv1d",), cold_s=419, cached_s=76))
 NAMES = tuple(p.name for p in PACKAGES)
+# conda-forge's run exports of our build and host requirements (compilers less their _PLATFORM suffix): the names they
+# add to a package's depends, as rattler-build's finalized_dependencies of our packages list them
+RUN_EXPORTS = {"gcc": ("libgcc",), "gxx": ("libstdcxx",), "sysroot": ("__glibc",), "cuda-nvcc": ("cuda-version",),
+               "cuda-cudart-dev": ("cuda-cudart",), "cuda-arch": ("cuda-arch",), "pytorch": ("pytorch", "libtorch"),
+               "python": ("python_abi",)}
 
 
 def package(name: str) -> Package:

@@ -6,24 +6,46 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ssm_conda.upload.targets import NAME_RULE
+
 from tests.bad_input import Case, Context
 from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, foreign_package, good_package, rendered_name
 
 # damage -> (exit status, a part of the one error line): a damaged archive of ours is invalid (exit 1, with
 # the table of what was not sent), a file that is not ours is refused before any archive is read (exit 2)
+OUTSIDE = "outside the package; nothing was uploaded"
+NOT_OURS = ("is not causal-conv1d's (only lib/python3.12/site-packages/{causal_conv1d,causal_conv1d-*.dist-info,"
+            "causal_conv1d_cuda*.so}, etc/conda/test-files/causal-conv1d/ and info/ are)")
 DAMAGE_ERRORS = {
-    "truncated": (1, "not a valid conda archive (an io error occurred"),
-    "random bytes": (1, "not a valid conda archive (invalid zip archive"),
+    "truncated": (1, "not a valid conda archive (File is not a zip file)"),
+    "random bytes": (1, "not a valid conda archive (File is not a zip file)"),
     "empty": (1, ": empty file; nothing was uploaded"),
     "zip of junk": (1, "not a valid conda archive (failed to open file `info/index.json`"),
-    "no pkg member": (1, "share/causal-conv1d/id.txt is missing from the payload (damaged archive); nothing was uploaded"),
+    "no pkg member": (1, "etc/conda/test-files/causal-conv1d/test_import.py is missing from the payload (damaged archive); "
+                         "nothing was uploaded"),
     "no info member": (1, "not a valid conda archive (failed to open file `info/index.json`"),
-    "garbage pkg member": (1, "not a valid conda archive (an io error occurred: Unknown frame descriptor)"),
+    "garbage pkg member": (1, "not a valid conda archive (zstd decompress error: Unknown frame descriptor)"),
     "index lies about name": (1, "file name does not match its index.json (expected numpy-1.7.0-"),
     "index lies about subdir": (1, "lies in linux-64/ but its index.json says subdir linux-aarch64"),
     "noarch in platform folder": (1, "a noarch package in linux-64/ (noarch packages belong in noarch/)"),
     "symlink out of the folder": (2, ", outside it; upload sends only the channel's own files"),
     "foreign package": (2, "linux-64/numpy-2.0.0-py312_0.conda: numpy is not built by recipe/"),
+    # issue 41: crafted to escape the package, fill the disk, or bring files and depends that are not ours
+    "paths.json lists ../../etc/passwd": (1, ": ../../etc/passwd lies outside the prefix (info/paths.json may list only "
+                                             "relative paths without ..) (damaged archive); nothing was uploaded"),
+    "paths.json lists /etc/hostname": (1, ": /etc/hostname lies outside the prefix"),
+    "symlink to /etc": (1, ": member lib/etc links to /etc, " + OUTSIDE),
+    "symlink to ../../x": (1, ": member lib/up links to ../../x, " + OUTSIDE),
+    "member named ../x": (1, ": member ../x lies " + OUTSIDE),
+    "member named /abs": (1, ": member /abs lies " + OUTSIDE),
+    "hardlink out": (1, ": member lib/hard links to ../../etc/passwd, " + OUTSIDE),
+    "fifo": (1, ": member lib/fifo is a device or fifo (a package holds only files, folders and links)"),
+    "zip bomb": (1, ": unpacks to over 512 MiB (at member lib/zeros): a zip bomb?; nothing was uploaded"),
+    "foreign bin/python3.11": (1, ": bin/python3.11 " + NOT_OURS),
+    "foreign lib/libstdc++.so.6": (1, ": lib/libstdc++.so.6 " + NOT_OURS),
+    "foreign site-packages/torch": (1, ": lib/python3.12/site-packages/torch/__init__.py " + NOT_OURS),
+    "depends on evil-package": (1, ": depends on evil-package: neither a run requirement of the recipe nor a run export"),
+    "another build hash": (1, "_py312_torch213_all_hdeadbee_0, variants/ renders causal-conv1d-1.7.0-cuda1"),
 }
 DRY_RUN = ("upload", "--dry-run", "--output-dir", "{tmp}/output", "prefix", "--to", "c")
 QUETZ = ("upload", "--output-dir", "{tmp}/output", "quetz", "--url", "https://q.example", "--to", "c")
@@ -72,7 +94,22 @@ CASES = [
     Case("upload-old-version", DRY_RUN, f"{UNRENDERED} linux-64", setup=channel(not_rendered("linux-64", version="1.6.0"))),
     Case("upload-arch-build", DRY_RUN, f"{UNRENDERED} linux-64 (an --arch build",
          setup=channel(not_rendered("linux-64", generation="custom"))),
-    Case("upload-no-output-dir", DRY_RUN, "/output does not exist (build first, or pass --output-dir)"),
+    Case("upload-no-output-dir", DRY_RUN, "/output is not a directory (build first, or pass --output-dir)"),
+    Case("upload-output-dir-is-a-file", DRY_RUN, "/output is not a directory (build first, or pass --output-dir)",
+         setup=lambda ctx: (ctx.tmp / "output").write_text("")),
+    *(Case(f"upload-{target}-to-{label}", ("upload", "--dry-run", target, "--to", value, *url), f"--to {value!r} is not one "
+           f"name on {server}; accepted: {NAME_RULE}", setup=channel())
+      for target, server, url in (("prefix", "prefix.dev", ()), ("anaconda", "anaconda.org", ()),
+                                  ("quetz", "quetz", ("--url", "https://q.example")),
+                                  ("artifactory", "artifactory", ("--url", "https://a.example")))
+      for label, value in (("parent", "../../other"), ("slash", "org/chan"), ("dotdot", ".."), ("space", "a b"))),
+    Case("upload-anaconda-label-parent", ("upload", "--dry-run", "anaconda", "--to", "me", "--label", "../x"),
+         f"--label '../x' is not one name on anaconda.org; accepted: {NAME_RULE}", setup=channel()),
+    *(Case(f"upload-s3-to-{label}", ("upload", "--dry-run", "s3", "--to", value, "--region", "r"),
+           f"--to for s3 must look like s3://BUCKET/PATH, got {value!r}; accepted in the bucket and each part of PATH: "
+           f"{NAME_RULE}", setup=channel())
+      for label, value in (("parent", "s3://../.."), ("path-parent", "s3://b/ch/../x"), ("empty-part", "s3://b/a//c"),
+                           ("bucket-slash-only", "s3:///x"), ("query", "s3://b/x?y=1"))),
     Case("upload-empty-output-dir", DRY_RUN, "no .conda or .tar.bz2 packages in /",
          setup=lambda ctx: (ctx.tmp / "output" / "linux-64").mkdir(parents=True)),
     *(Case(f"upload-verify-timeout-{value}", (*QUETZ, "--verify-timeout", value),

@@ -1,17 +1,28 @@
 """ssm_conda.channels: a local channel that conda and py-rattler can install from, and that a web server can serve."""
 
+import io
 import json
 import os
+import re
+import shutil
 import stat
+import tarfile
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
+import rattler.package_streaming
+import zstandard
 from rattler import Subdir
-from ssm_conda.channels import channel_repodata, index_channel, name_and_build_of, normalise_channel, writable_dir
+from rattler_build import ArchiveType, assemble_package
+from ssm_conda import channels
+from ssm_conda.channels import channel_repodata, check_archive, index_channel, name_and_build_of, normalise_channel, writable_dir
 from ssm_conda.console import PipelineError, UsageError
 
 from tests.bad_input import read_only
 from tests.bad_input.gpu_check import tiny_package
+from tests.damaged_archives import HOSTILE, good_package, rendered_name
 
 
 def test_index_creates_repodata_for_native_and_noarch(tmp_path):
@@ -118,3 +129,99 @@ def test_channel_forms(tmp_path):
     assert normalise_channel(tmp_path.as_uri()) == tmp_path.as_uri()
     with pytest.raises(UsageError):
         normalise_channel("not a channel")
+
+
+# ---- check_archive: the tar headers, read before anything is unpacked (issue 41)
+
+MEMBER_ERRORS = {  # a damage of tests/damaged_archives.py -> check_archive's one line
+    "symlink to /etc": "member lib/etc links to /etc, outside the package",
+    "symlink to ../../x": "member lib/up links to ../../x, outside the package",
+    "member named ../x": "member ../x lies outside the package",
+    "member named /abs": "member /abs lies outside the package",
+    "hardlink out": "member lib/hard links to ../../etc/passwd, outside the package",
+    "fifo": "member lib/fifo is a device or fifo (a package holds only files, folders and links)",
+    "zip bomb": "unpacks to over 512 MiB (at member lib/zeros): a zip bomb?",
+}
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory) -> Path:
+    return good_package(tmp_path_factory.mktemp("ours"))
+
+
+@pytest.fixture
+def no_extraction(monkeypatch) -> None:
+    def extract(*args: object) -> None:
+        raise AssertionError(f"unpacked: {args}")
+
+    monkeypatch.setattr(rattler.package_streaming, "extract", extract)
+
+
+@pytest.mark.parametrize("damage", sorted(MEMBER_ERRORS))
+def test_a_hostile_member_is_refused_before_anything_is_unpacked(damage, ours, tmp_path, no_extraction):
+    victim = HOSTILE[damage](Path(shutil.copy2(ours, tmp_path / ours.name)))
+    start = time.monotonic()
+    with pytest.raises(ValueError) as refused:
+        check_archive(victim, tmp_path / "unpacked")
+    assert str(refused.value) == MEMBER_ERRORS[damage]
+    assert not (tmp_path / "unpacked").exists() and time.monotonic() - start < 5  # the bomb's gigabyte is never read
+
+
+@pytest.mark.parametrize("listed", ["../../etc/passwd", "/etc/hostname"])
+def test_paths_json_may_list_only_paths_inside_the_prefix(listed, ours, tmp_path):
+    """Before, Path(unpacked, entry) followed them: /etc/hostname was found, hashed and compared."""
+    victim = HOSTILE[f"paths.json lists {listed}"](Path(shutil.copy2(ours, tmp_path / ours.name)))
+    with pytest.raises(ValueError) as refused:
+        check_archive(victim)
+    assert str(refused.value) == (f"{listed} lies outside the prefix (info/paths.json may list only relative paths "
+                                  "without ..) (damaged archive)")
+
+
+def test_links_inside_the_package_pass(tmp_path):
+    """Relative links that stay inside, a symbolic one to a sibling and up one folder, are what packages hold."""
+    site = tmp_path / "files" / "lib" / "python3.12" / "site-packages" / "causal_conv1d"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "alias.py").symlink_to("__init__.py")
+    (site.parent / "up.py").symlink_to("../site-packages/causal_conv1d/__init__.py")
+    name, version, build = rendered_name()
+    out = assemble_package(name, version, "linux-64", build, tmp_path, files_dir=tmp_path / "files")
+    assert check_archive(Path(out.path)).name.normalized == name
+
+
+def test_the_cap_counts_every_member_of_both_tars(ours, monkeypatch):
+    with zipfile.ZipFile(ours) as conda:  # the unpacked size: every member of the info and pkg tars
+        total = sum(m.size for name in conda.namelist() if name.endswith(".tar.zst")
+                    for m in tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(conda.read(name)), mode="r|"))
+    monkeypatch.setattr(channels, "MAX_UNPACKED_BYTES", total)
+    check_archive(ours)
+    monkeypatch.setattr(channels, "MAX_UNPACKED_BYTES", total - 1)
+    with pytest.raises(ValueError, match=r"^unpacks to over 0 MiB \(at member "):
+        check_archive(ours)
+
+
+def test_the_cap_holds_our_largest_package_many_times():
+    """mamba-ssm's sm90 package unpacks to 23 MiB, the all-architecture one to about 42 MiB; 1 GiB would be a bomb."""
+    assert 10 * 42 << 20 < channels.MAX_UNPACKED_BYTES < 1 << 30
+
+
+@pytest.mark.parametrize(("member", "message"), [("../x", "member ../x lies outside the package"),
+                                                 ("lib/link", "member lib/link links to /etc/passwd, outside the package")])
+def test_a_tar_bz2_is_read_the_same_way(member, message, tmp_path, no_extraction):
+    (tmp_path / "files" / "lib").mkdir(parents=True)
+    (tmp_path / "files" / "lib" / "a.txt").write_text("a\n")
+    name, version, build = rendered_name()
+    path = Path(assemble_package(name, version, "linux-64", build, tmp_path, files_dir=tmp_path / "files",
+                                 archive_type=ArchiveType.TarBz2).path)
+    with tarfile.open(path) as old:
+        members = [(m, old.extractfile(m).read() if m.isfile() else None) for m in old.getmembers()]
+    header = tarfile.TarInfo(member)
+    if member == "lib/link":
+        header.type, header.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    else:
+        header.size = 1
+    with tarfile.open(path, "w:bz2") as new:
+        for m, data in [*members, (header, b"x" if header.isfile() else None)]:
+            new.addfile(m, io.BytesIO(data) if data is not None else None)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_archive(path)

@@ -1,18 +1,21 @@
 """The packages to upload, checked before anything is sent: only what recipe/ builds (as variants/ renders it), each archive
-complete, named as its index.json says, in its subdir, with the local repodata's sha256. A foreign or bad file sends nothing."""
+complete, named as its index.json says, in its subdir, holding only what it may (contents.py), with the local repodata's sha256.
+A foreign or bad file sends nothing."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, sha256_of
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import PLATFORMS, choose_built, load_variant_files, plan
+from ssm_conda.contents import check_contents
+from ssm_conda.matrix import PLATFORMS, PlannedVariant, choose_built, load_variant_files, plan
 from ssm_conda.project import NAMES
 from ssm_conda.selection import Selection, without_hash
 
@@ -21,6 +24,7 @@ from ssm_conda.selection import Selection, without_hash
 class LocalPackage:
     path: Path
     subdir: str
+    rendered: PlannedVariant  # what variants/ renders for its name, version and build string less hash
     size: int = 0
     sha256: str = ""
     problem: str | None = None
@@ -50,13 +54,11 @@ def select_packages(output_dir: Path, selection: Selection, variants_dir: Path |
     """The packages of `output_dir` the selectors choose (each refused unless recipe/ builds it)."""
     output_dir = output_dir.resolve()
     if not output_dir.is_dir():
-        raise UsageError(f"output channel {output_dir} does not exist (build first, or pass --output-dir)")
+        raise UsageError(f"output channel {output_dir} is not a directory (build first, or pass --output-dir)")
     paths = find_packages([output_dir])
     if not paths:
         raise UsageError(f"no .conda or .tar.bz2 packages in {output_dir}")
-    for path in paths:
-        refuse_foreign(path, output_dir, variants_dir)
-    packages = [LocalPackage(path=p, subdir=p.parent.name, size=p.stat().st_size) for p in paths]
+    packages = [LocalPackage(p, p.parent.name, refuse_foreign(p, output_dir, variants_dir), p.stat().st_size) for p in paths]
     chosen = choose_built(packages, lambda p: p.name_and_build, selection, variants_dir)  # as rattler-build renders them
     if not chosen:
         shown = ", ".join(p.filename for p in packages[:6]) + (" ..." if len(packages) > 6 else "")
@@ -65,13 +67,13 @@ def select_packages(output_dir: Path, selection: Selection, variants_dir: Path |
 
 
 @functools.cache
-def rendered(subdir: str, variants_dir: Path | None) -> frozenset[str]:
-    """NAME-VERSION-BUILD, less the build string's hash, of every package recipe/ builds for `subdir`."""
+def rendered(subdir: str, variants_dir: Path | None) -> dict[str, PlannedVariant]:
+    """NAME-VERSION-BUILD, less the build string's hash -> its variant, of every package recipe/ builds for `subdir`."""
     variants = plan(files=load_variant_files(variants_dir, subdir), target_platform=subdir) if subdir in PLATFORMS else []
-    return frozenset(f"{v.package}-{v.rendered.recipe.package.version}-{without_hash(v.build_string)}" for v in variants)
+    return {f"{v.package}-{v.rendered.recipe.package.version}-{without_hash(v.build_string)}": v for v in variants}
 
 
-def refuse_foreign(path: Path, output_dir: Path, variants_dir: Path | None) -> None:
+def refuse_foreign(path: Path, output_dir: Path, variants_dir: Path | None) -> PlannedVariant:
     """Only what recipe/ builds is sent: the channel is prepended with strict priority, so anything else
     (python, libgcc, another project's numpy) would shadow conda-forge's package for its users."""
     if not path.is_relative_to(output_dir):
@@ -80,27 +82,31 @@ def refuse_foreign(path: Path, output_dir: Path, variants_dir: Path | None) -> N
     if name not in NAMES:
         raise UsageError(f"{shown}: {name} is not built by recipe/ (only {', '.join(NAMES)} are published); "
                          f"move it out of {output_dir}")
-    if without_hash(path.name.removesuffix(".conda").removesuffix(".tar.bz2")) not in rendered(path.parent.name, variants_dir):
+    stem = path.name.removesuffix(".conda").removesuffix(".tar.bz2")
+    if not (variant := rendered(path.parent.name, variants_dir).get(without_hash(stem))):
         raise UsageError(f"{shown}: not a build variants/ renders for {path.parent.name} (an --arch build, or a variant "
                          f"or version no longer listed); move it out of {output_dir}")
+    return variant
 
 
 def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
     """Fill in sha256, or set `problem`; `indexed` is the local repodata's filename -> sha256."""
+    ext, pkg.problem = ".conda" if pkg.filename.endswith(".conda") else ".tar.bz2", None
     try:
-        pkg.problem, index = None, check_archive(pkg.path)
+        with tempfile.TemporaryDirectory(prefix="ssm-conda-upload-") as unpacked:
+            index = check_archive(pkg.path, Path(unpacked))
+            expected = f"{index.name.normalized}-{index.version}-{index.build}{ext}"
+            if pkg.filename != expected:
+                pkg.problem = f"file name does not match its index.json (expected {expected})"
+            elif index.subdir != pkg.subdir:
+                pkg.problem = f"lies in {pkg.subdir}/ but its index.json says subdir {index.subdir}"
+            elif not index.noarch.none and pkg.subdir != "noarch":
+                pkg.problem = f"a noarch package in {pkg.subdir}/ (noarch packages belong in noarch/)"
+            else:
+                check_contents(Path(unpacked), index, pkg.rendered)
     except ValueError as exc:
         pkg.problem = str(exc)
-        return
-    ext = ".conda" if pkg.filename.endswith(".conda") else ".tar.bz2"
-    expected = f"{index.name.normalized}-{index.version}-{index.build}{ext}"
-    if pkg.filename != expected:
-        pkg.problem = f"file name does not match its index.json (expected {expected})"
-    elif index.subdir != pkg.subdir:
-        pkg.problem = f"lies in {pkg.subdir}/ but its index.json says subdir {index.subdir}"
-    elif not index.noarch.none and pkg.subdir != "noarch":
-        pkg.problem = f"a noarch package in {pkg.subdir}/ (noarch packages belong in noarch/)"
-    else:
+    if not pkg.problem:
         pkg.sha256 = sha256_of(pkg.path)
         listed = indexed.get(pkg.filename)
         if listed and listed != pkg.sha256:

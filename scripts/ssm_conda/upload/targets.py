@@ -36,6 +36,8 @@ else:  # Python 3.10 (pyproject.toml's requires-python)
 AUTH_FAILURE_RE = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|api key|token|credential|keychain", re.I)
 NOT_AUTH_RE = re.compile(r"cannot reach|connect|resolve|dns|timed? ?out|unreachable|sending request|\b5\d\d\b", re.I)
 HTTP_TIMEOUT_S = 30
+NAME_RE = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]*")  # one path component on the server: a channel, label, bucket
+NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, without '..'"
 _SECRETS: set[str] = set()
 
 
@@ -116,6 +118,7 @@ class Target:
     login_flag = "--token"  # of `rattler-build auth login`: the kind of credential the server takes ("": none)
     trusted = False  # whether rattler-build authenticates by itself (prefix.dev's trusted publishing)
     read_header = ("Authorization", "Bearer ")  # the header our reads send the key in, and its prefix (None: no key)
+    named = ("to",)  # the fields that name one thing on the server, joined into its URLs: never a path
 
     def __init_subclass__(cls, **names: Any) -> None:
         """A server's class keywords set the names above; its fields make it a frozen dataclass too."""
@@ -127,6 +130,11 @@ class Target:
     to: str
     url: str = ""
     key: str | None = None  # $env_var: handed to rattler-build and sent with our reads
+
+    def __post_init__(self) -> None:
+        for option in self.named:
+            if not NAME_RE.fullmatch(value := getattr(self, option)):
+                raise UsageError(f"--{option} {mask(value)!r} is not one name on {self.server}; accepted: {NAME_RULE}")
 
     def host(self) -> str:
         """What rattler's auth storage knows the server by."""
@@ -234,6 +242,7 @@ class PrefixTarget(Target, name="prefix", server="prefix.dev", env_var="PREFIX_A
 
 
 class AnacondaTarget(Target, name="anaconda", server="anaconda.org", env_var="ANACONDA_API_KEY", login_flag="--conda-token",
+                     named=("to", "label"),
                      read_header=None,  # channels are read anonymously (a private one would need /t/TOKEN/ in the URL)
                      help="anaconda.org: $ANACONDA_API_KEY, or a stored CondaToken for api.anaconda.org"):
     to: str = option("the user or organisation on anaconda.org to upload to", metavar="OWNER")
@@ -298,8 +307,11 @@ class S3Target(Target, name="s3", server="S3", env_var="AWS_ACCESS_KEY_ID", logi
                                    choices=["virtual-host", "path"])
 
     def __post_init__(self) -> None:
-        if urlparse(self.to).scheme != "s3" or not self.bucket:
-            raise UsageError(f"--to for s3 must look like s3://BUCKET/PATH, got {self.to!r}")
+        parsed = urlparse(self.to)
+        names = f"{parsed.netloc}{parsed.path.rstrip('/')}".split("/")  # the bucket, then each part of PATH
+        if parsed.scheme != "s3" or not all(map(NAME_RE.fullmatch, names)) or parsed.query or parsed.fragment:
+            raise UsageError(f"--to for s3 must look like s3://BUCKET/PATH, got {mask(self.to)!r}; accepted in the bucket "
+                             f"and each part of PATH: {NAME_RULE}")
         if not self.region:
             raise UsageError("s3 needs --region (or AWS_REGION in the environment)")
 

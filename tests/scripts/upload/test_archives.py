@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from ssm_conda.selection import Selection
 from ssm_conda.upload import archives
 
 from tests.bad_input.upload import DAMAGE_ERRORS
-from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, empty, foreign_package, rendered_name
+from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, empty, foreign_package, parts, rendered_name
 
 ENV = {"PREFIX_API_KEY": "pfx-secret-123"}
 
@@ -48,9 +49,14 @@ def test_no_match_is_an_error(upload_cli, capsys, channel):
     assert "no package in" in capsys.readouterr().err
 
 
-def test_missing_output_dir(upload_cli, capsys, tmp_path):
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_an_output_dir_that_is_not_a_directory(kind, upload_cli, capsys, tmp_path):
+    """Before, a file given as --output-dir was said not to exist."""
+    if kind == "a file":
+        (tmp_path / "nope").write_text("")
     assert upload_cli(["prefix", "--to", "c", "--output-dir", str(tmp_path / "nope")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"error: output channel {tmp_path / 'nope'} is not a directory (build first, "
+                                       "or pass --output-dir)\n")
 
 
 def test_every_damage_has_its_expectation():
@@ -122,21 +128,45 @@ def test_a_link_inside_the_folder_is_uploaded_once(upload_cli, fake_server, caps
 
 
 def test_precheck_rejects_renamed_and_misplaced_files(channel, built):
+    variant = archives.refuse_foreign(channel / "linux-64" / built[0].name, channel, None)
     renamed = channel / "linux-64" / built[0].name.replace("-1.7.0-", "-9.9.9-")
     shutil.copy2(built[0], renamed)
-    pkg = archives.LocalPackage(renamed, "linux-64", size=renamed.stat().st_size)
+    pkg = archives.LocalPackage(renamed, "linux-64", variant, size=renamed.stat().st_size)
     archives.check_package(pkg, {})
     assert "does not match its index.json" in pkg.problem
 
     misplaced = channel / "noarch" / built[0].name
     shutil.copy2(built[0], misplaced)
-    pkg = archives.LocalPackage(misplaced, "noarch", size=misplaced.stat().st_size)
+    pkg = archives.LocalPackage(misplaced, "noarch", variant, size=misplaced.stat().st_size)
     archives.check_package(pkg, {})
     assert "index.json says subdir linux-64" in pkg.problem
 
-    pkg = archives.LocalPackage(channel / "linux-64" / built[0].name, "linux-64", size=built[0].stat().st_size)
+    pkg = archives.LocalPackage(channel / "linux-64" / built[0].name, "linux-64", variant, size=built[0].stat().st_size)
     archives.check_package(pkg, {built[0].name: "0" * 64})
     assert "sha256 differs" in pkg.problem
+
+
+def test_each_package_is_held_to_its_own_variant(channel, built):
+    """Upload pairs each file with the variant its name renders (name and build string): another variant's files are
+    another Python's and another build string."""
+    packages = archives.select_packages(channel, Selection())
+    assert sorted((p.filename, p.rendered.build_string) for p in packages) == sorted((p.name, parts(p)[2]) for p in built)
+    other = next(p for p in packages if p.rendered.python != "3.12")
+    other.rendered = next(p for p in packages if p.rendered.python == "3.12").rendered
+    archives.check_package(other, {})
+    assert re.fullmatch(r"lib/python3\.11/site-packages/causal_conv1d.* is not causal-conv1d's \(only "
+                        r"lib/python3\.12/site-packages/.*", other.problem)
+
+
+def test_the_unpacked_copies_are_removed(channel, built, tmp_path, monkeypatch):
+    """check_contents reads each package unpacked: into a temporary folder, gone after the check, valid or not."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    DAMAGES["foreign bin/python3.11"](channel / "linux-64" / built[0].name)
+    invalid = archives.check_all(archives.select_packages(channel, Selection()), channel)
+    assert [p.problem.split()[0] for p in invalid] == ["bin/python3.11"]
+    assert list(scratch.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -82,3 +82,31 @@ def test_variants_dir_is_what_upload_renders_against(upload_cli, fake_server, ca
     capsys.readouterr()
     assert upload_cli([*args, "--variants-dir", str(only_13)]) == 2  # the CUDA 12.9 package is no build of these files
     assert "cuda129_py312_torch213_all_h" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("target", "args", "bad"), [
+    ("prefix", ["--to", "../../other"], "--to '../../other'"),
+    ("prefix", ["--to", "org/chan"], "--to 'org/chan'"),
+    ("anaconda", ["--to", "me", "--label", "main/../x"], "--label 'main/../x'"),
+    ("quetz", ["--to", "c h", "--url", "https://q.example"], "--to 'c h'"),
+    ("artifactory", ["--to", "..", "--url", "https://a.example"], "--to '..'"),
+    ("s3", ["--to", "s3://../..", "--region", "r"], "--to for s3 must look like s3://BUCKET/PATH, got 's3://../..'"),
+    ("s3", ["--to", "s3://bucket/ch//x", "--region", "r"], "got 's3://bucket/ch//x'"),
+])
+def test_a_destination_is_one_name_per_part_refused_before_any_archive_or_server(target, args, bad, upload_cli, fake_server,
+                                                                                 capsys, channel, monkeypatch):
+    """`--to ../../other` would have been joined into the upload's URL (https://prefix.dev/../../other)."""
+    server = fake_server()
+    monkeypatch.setattr(command, "select_packages", lambda *a: pytest.fail("an archive was read"))
+    assert upload_cli([target, *args, "--output-dir", str(channel)], {"PREFIX_API_KEY": "pfx-1"}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --") and bad in err and len(err.splitlines()) == 1, err
+    assert server.calls == [] and server.probes == [] and server.urls == []
+
+
+@pytest.mark.parametrize(("target", "args"), [
+    ("prefix", ["--to", "my-channel_2.0"]), ("anaconda", ["--to", "Org", "--label", "dev.1"]),
+    ("s3", ["--to", "s3://my.bucket-1/conda/channel/", "--region", "r"]), ("s3", ["--to", "s3://bucket", "--region", "r"]),
+])
+def test_ordinary_destinations_pass(target, args):
+    assert resolve([target, *args]).target.to == args[1]

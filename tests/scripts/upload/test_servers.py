@@ -30,7 +30,7 @@ from ssm_conda.upload.archives import check_all, select_packages
 from ssm_conda.upload.command import resolve, wait_until_served
 
 from tests.cached_venv import VenvError, cached_venv
-from tests.damaged_archives import DAMAGES, good_package, parts
+from tests.damaged_archives import DAMAGES, good_package, parts, rendered_python
 
 pytestmark = pytest.mark.servers
 
@@ -87,14 +87,20 @@ def channel_with(tmp: Path, packages: list[Path], name: str) -> Path:
 
 
 def install_from(channel_url: str, prefix: Path, cache: Path, package: Path) -> list[str]:
-    """Solve for exactly this package (its name, version and build) and install it."""
-    from rattler import Subdir, install, solve
+    """Install exactly this package (its record in the channel's repodata) without its dependencies: they are
+    conda-forge's (python, pytorch, the CUDA libraries), which the server does not hold."""
+    from rattler import PackageName, install
+    from ssm_conda.channels import fetch_repodata
 
-    name, version, build = parts(package)
-    spec = f"{name}=={version}[build={build}]"
-    records = asyncio.run(solve(sources=[channel_url], specs=[spec], platforms=[Subdir("linux-64"), Subdir("noarch")]))
+    records = [r for r in fetch_repodata(channel_url, "linux-64").load_records(PackageName(parts(package)[0]))
+               if r.file_name == package.name]
     asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, show_progress=False))
     return [f"{r.name.normalized}={r.version}" for r in records]
+
+
+def module_text(prefix: Path, package: Path) -> str:
+    """The __init__.py of an installed probe (tests/damaged_archives.py's good_package), in its Python's site-packages."""
+    return (prefix / "lib" / f"python{rendered_python(package)}" / "site-packages" / "causal_conv1d" / "__init__.py").read_text()
 
 
 def upload(monkeypatch, args: list[str], env: dict[str, str]) -> int:
@@ -214,7 +220,7 @@ def test_quetz_round_trip(quetz, probes, tmp_path, capsys, monkeypatch):
     prefix = tmp_path / "prefix"
     installed = install_from(f"{quetz['url']}/get/{quetz['channel']}", prefix, tmp_path / "cache", pkg)
     assert installed == ["causal-conv1d=1.7.0"]
-    assert (prefix / "share" / "causal-conv1d" / "id.txt").read_text() == f"{' '.join(parts(pkg))} linux-64 probe\n"
+    assert module_text(prefix, pkg) == f"# {parts(pkg)[2]} probe\n"
 
     # a second upload is refused without --skip-existing ...
     before = get_json(f"{quetz['url']}/get/{quetz['channel']}/linux-64/repodata.json")
@@ -366,7 +372,7 @@ def test_s3_round_trip(moto, probes, tmp_path, capsys, monkeypatch):
     assert read_back(monkeypatch, s3_args(moto, channel), S3_ENV, "f" * 64) == {pkg.name: "served with a different sha256"}
     prefix = tmp_path / "prefix"
     assert install_from(http_channel, prefix, tmp_path / "cache", pkg) == ["causal-conv1d=1.7.0"]
-    assert (prefix / "share" / "causal-conv1d" / "id.txt").read_text() == f"{' '.join(parts(pkg))} linux-64 probe\n"
+    assert module_text(prefix, pkg) == f"# {parts(pkg)[2]} probe\n"
 
     # re-runs: refused without --skip-existing, a no-op with it, a failure for another build of the name
     assert upload(monkeypatch, s3_args(moto, channel), S3_ENV) == 1
