@@ -87,6 +87,15 @@ def workspace_is_this_checkout():
     choose_workspace(REPO_ROOT)
 
 
+@pytest.fixture(autouse=True)
+def workspace_chosen_per_test(workspace_is_this_checkout: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another checkout a test's command line chose (--workspace, SSM_CONDA_WORKSPACE) ends with the test: the choice
+    is the process's (ssm_conda.paths), made once per command line."""
+    from ssm_conda import paths
+
+    monkeypatch.setattr(paths, "_chosen", paths._chosen)  # restored afterwards
+
+
 @pytest.fixture(scope="module")
 def conda(tmp_path_factory) -> Iterator[Conda]:
     """Real conda (tests/conda_client.py) with a root of its own, removed with the module: its package

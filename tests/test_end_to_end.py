@@ -343,21 +343,22 @@ def verify(*args: str, ccache: Path) -> str:
 
 
 @pytest.mark.slow
-def test_verify_rebuilds_both_packages_byte_identical(built, built_mamba, ccache):
-    """rattler-build's rebuild from what each package records (no network: the sdists are in the build root's
-    source cache), written as build writes it: identical, one row per package."""
+def test_verify_rebuilds_both_packages_byte_identical(standin, built, built_mamba, ccache):
+    """rattler-build's rebuild from this checkout's recipe and the packages each package records, all checked first
+    (no network: the sdists are in the build root's source cache), written as build writes it: identical, one row
+    per package."""
     start = time.monotonic()
-    output = verify(str(built[1]), str(built_mamba[0]), ccache=ccache)
+    output = verify(str(built[1]), str(built_mamba[0]), "-c", str(standin), ccache=ccache)
     assert [row.split()[2] for row in output.splitlines() if row.startswith(("causal-conv1d ", "mamba-ssm "))] == [
         "identical", "identical"], output
     print(f"verify, both packages, with the cache: {human_duration(time.monotonic() - start)} (figures, not asserted)")
 
 
 @pytest.mark.slow
-def test_verify_with_an_empty_compiler_cache_is_byte_identical(built, tmp_path):
+def test_verify_with_an_empty_compiler_cache_is_byte_identical(standin, built, tmp_path):
     """Every object compiled again (nvcc's temporary names are the object's, not its process id's): the same bytes."""
     start = time.monotonic()
-    output = verify(str(built[1]), "--no-cache", ccache=tmp_path / "unused")
+    output = verify(str(built[1]), "--no-cache", "-c", str(standin), ccache=tmp_path / "unused")
     assert "compiler cache: off" in output and " identical " in output, output
     print(f"verify --no-cache of causal-conv1d: {human_duration(time.monotonic() - start)} (figures, not asserted)")
 

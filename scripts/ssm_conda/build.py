@@ -21,8 +21,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import yaml
 from rattler import BuildString, GenericVirtualPackage, PackageName, SparseRepoData, Version, solve_with_sparse_repodata
@@ -36,13 +34,12 @@ from ssm_conda.channels import LOGS_DIR, channel_repodata, index_channel, writab
 from ssm_conda.compiler_cache import CCACHE_ENV, add_no_cache, cache_hits, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
-from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, load_variant_files, plan
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, load_variant_files, plan, standin_overrides
 from ssm_conda.paths import recipe_of
 from ssm_conda.project import NAMES, package
-from ssm_conda.reproducible import build_in, build_root, chosen_root
+from ssm_conda.reproducible import build_in, build_root, chosen_root, clear_builds
 from ssm_conda.selection import Selection, add_selector_arguments, selection_from_args
 
-STANDIN_OVERRIDES = "standin-variants.yaml"
 LINUX_VERSION = "4.18"  # the kernel of the oldest system conda-forge's glibc 2.28 supports (RHEL 8)
 
 
@@ -119,13 +116,6 @@ class BuildOptions:
         return cls(plan_options, output_dir, args.skip_existing, args.test,
                    None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV), output_dir), rattler_cache / "pkgs",
                    chosen_root(environ))
-
-
-def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
-    """Variant keys that an offline stand-in channel says it must override (its real compilers)."""
-    paths = [Path(url2pathname(urlparse(c).path)) / STANDIN_OVERRIDES for c in channels if c.startswith("file://")]
-    files = [yaml.safe_load(path.read_text()) or {} for path in paths if path.is_file()]
-    return {key: [str(x) for x in values] for data in files for key, values in data.items()}
 
 
 class Progress(ProgressCallback):
@@ -208,8 +198,8 @@ def build_one(variant: PlannedVariant, build: BuildOptions, repodata: Sequence[S
         machine = {"glibc": variant.config["c_stdlib_version"][0], "linux": LINUX_VERSION,
                    # a CPU family, not its model; a cross build's would be the host's too
                    "archspec": platform.machine() if build.plan.target_platform == TARGET_PLATFORM else None}
-        with (build_root(build.build_root) as root,
-              virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine)):
+        clear_builds(root := build.build_root)
+        with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine):
             needed(variant.package, output_dir, root)
             outcome.path = build_in(root, variant.rendered, output_dir, tool_config=tool_config, channels=channels,
                                     progress_callback=progress)
@@ -298,8 +288,8 @@ def run(args: argparse.Namespace) -> int:
     build = BuildOptions.from_args(args, os.environ)
     selection = with_needs(build.plan.selection)
     # each package's recipe folder copied with its links followed (recipe/NAME/shared links to recipe/shared): a package
-    # ships a copy of its recipe folder, and rebuilds only from what is in it
-    with tempfile.TemporaryDirectory(prefix="ssm-conda-recipes-") as staging:
+    # ships a copy of its recipe folder, and rebuilds only from what is in it (copied into the build root's tmp/)
+    with build_root(build.build_root), tempfile.TemporaryDirectory(prefix="recipes-") as staging:
         recipes = [Path(shutil.copytree(recipe_of(p).parent, Path(staging) / p)) / "recipe.yaml" for p in selection.packages]
         return build_all(build, skip_present_needs(planned(build.plan, selection, recipes), build.plan.selection.packages,
                                                    build.output_dir))

@@ -9,7 +9,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
+import yaml
 from rattler import Version, VersionSpec
 from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
@@ -25,6 +28,7 @@ TORCH_RE = re.compile(r"\d+\.\d+")
 PLATFORMS = ("linux-64", "linux-aarch64")  # the recipe builds natively on both (conda-forge has CUDA pytorch for both)
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
+STANDIN_OVERRIDES = "standin-variants.yaml"  # at a stand-in channel's root: the variant keys it overrides
 REQUIRED_KEYS = ("cuda_compiler_version", "python", "pytorch", "gpu_generation", "cuda_arch_list", "cuda_arch_supported")
 
 
@@ -233,6 +237,13 @@ def generation_for(gates: dict[str, str | None], cuda_arch: str | None) -> str:
             if gate is not None and VersionSpec(gate.split(maxsplit=1)[1]).matches(Version(cuda_arch)):
                 return generation
     return ALL_ARCHS
+
+
+def standin_overrides(channels: Sequence[str]) -> dict[str, list[str]]:
+    """Variant keys that an offline stand-in channel says it must override (its real compilers)."""
+    paths = [Path(url2pathname(urlparse(c).path)) / STANDIN_OVERRIDES for c in channels if c.startswith("file://")]
+    files = [yaml.safe_load(path.read_text()) or {} for path in paths if path.is_file()]
+    return {key: [str(x) for x in values] for data in files for key, values in data.items()}
 
 
 T = TypeVar("T")

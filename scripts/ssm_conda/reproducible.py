@@ -7,15 +7,18 @@ import contextlib
 import fcntl
 import io
 import json
+import os
 import re
 import shutil
+import stat
 import struct
 import tarfile
+import tempfile
 import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import zstandard
 
@@ -42,26 +45,63 @@ def chosen_root(environ: Mapping[str, str]) -> Path:
     return writable_dir(Path(environ.get(BUILD_ROOT_ENV) or DEFAULT_BUILD_ROOT).absolute(), BUILD_ROOT_ENV)
 
 
+def _refuse(root: Path, why: str) -> NoReturn:
+    raise UsageError(f"{BUILD_ROOT_ENV}={root}: {why}; set {BUILD_ROOT_ENV} to a folder of yours alone (packages record "
+                     "it: a rebuild needs the same path, docs/reproducible.md)")
+
+
+def _private(root: Path) -> int:
+    """`root` made (0700) or checked: this user's, no link on its path, no other user may write in it; its lock, opened."""
+    if root.resolve() != root:  # a link anywhere on the path: another user may point it elsewhere later
+        _refuse(root, f"a symbolic link is on its path (it leads to {root.resolve()})")
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if (owner := root.lstat()).st_uid != os.geteuid():
+            _refuse(root, f"it belongs to another user (uid {owner.st_uid})")
+        if owner.st_mode & 0o022:
+            _refuse(root, f"other users may write in it (mode {stat.S_IMODE(owner.st_mode):o})")
+        root.chmod(0o700)  # nobody else reads what is built
+        return os.open(root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        _refuse(root, f"cannot build there ({exc.strerror})")
+
+
+def clear_builds(root: Path) -> None:
+    """What rattler-build left in `root` (a build root held) from the build before: its build folder and output channel."""
+    for name in ("bld", "linux-64", "linux-aarch64", "noarch"):
+        shutil.rmtree(root / name, ignore_errors=True)
+
+
+def _empty(root: Path) -> None:
+    """Everything in `root` but its lock removed (links themselves, never what they point to)."""
+    for entry in root.iterdir():
+        if entry.name != ".lock":
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+
 @contextlib.contextmanager
 def build_root(root: Path) -> Iterator[Path]:
-    """`root` held by this process alone (its build folder has a fixed name), emptied before and after."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = (root / ".lock").open("w")
-    except OSError as exc:
-        raise UsageError(f"{BUILD_ROOT_ENV}={root}: cannot build there ({exc.strerror}); name a folder you can write") from None
-    with lock:
+    """`root` held by this process alone (its build folder has a fixed name), emptied before and after; every temporary
+    file of the build (rattler-build's, ours) goes to its tmp/."""
+    with os.fdopen(_private(root), "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print(f"waiting for another build or verify to finish with {root} ...", flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        for leftover in ("bld", "linux-64", "linux-aarch64", "noarch"):
-            shutil.rmtree(root / leftover, ignore_errors=True)
+        _empty(root)
+        (root / "tmp").mkdir()
+        saved = os.environ.get("TMPDIR"), tempfile.tempdir
+        os.environ["TMPDIR"] = tempfile.tempdir = str(root / "tmp")
         try:
             yield root
         finally:
-            shutil.rmtree(root / "bld", ignore_errors=True)
+            _empty(root)
+            tempfile.tempdir = saved[1]
+            if saved[0] is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = saved[0]
 
 
 def build_in(root: Path, rendered: Any, output_dir: Path, **run_build: Any) -> Path:

@@ -80,15 +80,6 @@ def test_bad_input_is_one_line_exit_2_and_nothing_built(tmp_path, args, message)
     assert not out.exists()
 
 
-def test_standin_overrides_are_read_from_file_channels(tmp_path):
-    (tmp_path / build.STANDIN_OVERRIDES).write_text("c_compiler_version: ['12']\nc_stdlib_version: ['2.36']\n")
-    overrides = build.standin_overrides(["conda-forge", tmp_path.as_uri()])
-    assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
-    (v,) = plan(build.Selection(cuda="13.0", python="3.11", torch="2.14", generations=("sm90",), packages=("causal-conv1d",)),
-                overrides=overrides)
-    assert f"gcc_{TARGET_PLATFORM} 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]
-
-
 def test_compiler_cache_inside_the_output_channel_is_refused(tmp_path):
     out = tmp_path / "out"
     env_cache = str(out / "ccache")

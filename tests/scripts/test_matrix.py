@@ -8,7 +8,16 @@ import pytest
 from ssm_conda.archs import parse_arch_list
 from ssm_conda.channels import name_and_build_of
 from ssm_conda.console import UsageError
-from ssm_conda.matrix import TARGET_PLATFORM, build_glob, choose_built, load_variant_files, plan, select
+from ssm_conda.matrix import (
+    STANDIN_OVERRIDES,
+    TARGET_PLATFORM,
+    build_glob,
+    choose_built,
+    load_variant_files,
+    plan,
+    select,
+    standin_overrides,
+)
 from ssm_conda.project import NAMES
 from ssm_conda.selection import Selection
 
@@ -242,3 +251,12 @@ def test_the_build_glob_is_what_rattler_build_renders_less_the_hash():
             cuda="13.0", python="3.12", torch="2.13", generations=(generation,) if generation else None,
             packages=("causal-conv1d",)))}, pattern
     assert build_glob(cuda130, "3.12", "2.13", "sm90") == "cuda130_py312_torch213_sm90_*"
+
+
+def test_standin_overrides_are_read_from_file_channels(tmp_path):
+    (tmp_path / STANDIN_OVERRIDES).write_text("c_compiler_version: ['12']\nc_stdlib_version: ['2.36']\n")
+    overrides = standin_overrides(["conda-forge", tmp_path.as_uri()])
+    assert overrides == {"c_compiler_version": ["12"], "c_stdlib_version": ["2.36"]}
+    (v,) = plan(Selection(cuda="13.0", python="3.11", torch="2.14", generations=("sm90",), packages=("causal-conv1d",)),
+                overrides=overrides)
+    assert f"gcc_{TARGET_PLATFORM} 12.*" in v.rendered.recipe.to_dict()["requirements"]["build"]

@@ -4,9 +4,12 @@ verify reports. (The real packages' rebuilds are in tests/test_end_to_end.py.)""
 import fcntl
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -19,7 +22,7 @@ from ssm_conda.console import UsageError
 from ssm_conda.reproducible import BUILD_ID_NOTE, build_root, canonical, differing_files, without_build_id
 
 from tests.bad_input import read_only
-from tests.reproducible_build import EPOCH, build_tiny
+from tests.reproducible_build import EPOCH, MODULE, build_tiny
 
 
 def members(package: Path) -> dict[str, tarfile.TarInfo]:
@@ -50,12 +53,12 @@ def test_two_builds_at_different_times_into_different_folders_are_byte_identical
 
 def test_a_build_that_is_not_deterministic_gives_other_bytes(tmp_path):
     """The check above can fail: a build script writing the time makes another archive."""
-    first = build_tiny(tmp_path / "root", tmp_path / "a", extra="date +%s%N > $PREFIX/share/fake/b.txt")
-    second = build_tiny(tmp_path / "root", tmp_path / "b", extra="date +%s%N > $PREFIX/share/fake/b.txt")
+    first = build_tiny(tmp_path / "root", tmp_path / "a", extra=f"date +%s%N > $PREFIX/{MODULE}/b.txt")
+    second = build_tiny(tmp_path / "root", tmp_path / "b")
     assert first.read_bytes() != second.read_bytes()
     extract(first, tmp_path / "x")
     extract(second, tmp_path / "y")
-    assert differing_files(tmp_path / "x", tmp_path / "y") == {"info/paths.json": "content", "share/fake/b.txt": "content"}
+    assert differing_files(tmp_path / "x", tmp_path / "y") == {"info/paths.json": "content", f"{MODULE}/b.txt": "content"}
 
 
 def elf(build_id: bytes, text: bytes = b"code") -> bytes:
@@ -153,3 +156,53 @@ def test_the_records_of_each_environment_are_written_in_one_order():
     assert canonical("info/recipe/rendered_recipe.yaml", recipe(build[::-1], host[::-1]), EPOCH) == written
     changed = recipe(build, [record("libstdcxx", "[libgcc 13]"), *host[1:]])
     assert canonical("info/recipe/rendered_recipe.yaml", changed, EPOCH) != written
+
+
+def refusal(root) -> str:
+    with pytest.raises(UsageError) as raised, build_root(root):
+        pytest.fail("the build root was accepted")
+    return str(raised.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_another_users_build_root_is_refused(tmp_path):
+    """Another user creates /tmp/ssm-conda-build first: its packages would be solved from, its files deleted."""
+    (theirs := tmp_path / "theirs").mkdir()
+    os.chown(theirs, 65534, 65534)
+    assert f"SSM_CONDA_BUILD_ROOT={theirs}: it belongs to another user (uid 65534); set SSM_CONDA_BUILD_ROOT" in refusal(theirs)
+
+
+def test_a_build_root_another_user_may_change_is_refused(tmp_path):
+    (open_to_all := tmp_path / "open").mkdir()
+    open_to_all.chmod(0o777)
+    assert "other users may write in it (mode 777); set SSM_CONDA_BUILD_ROOT to a folder of yours alone" in refusal(open_to_all)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    assert f"a symbolic link is on its path (it leads to {tmp_path / 'elsewhere'})" in refusal(tmp_path / "link")
+    assert "a symbolic link is on its path" in refusal(tmp_path / "link" / "root")
+    assert not (tmp_path / "elsewhere" / "root").exists() and not any((tmp_path / "open").iterdir())
+
+
+def test_a_lock_that_is_a_link_truncates_nothing(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("31 bytes of somebody's content.")
+    (root := tmp_path / "root").mkdir(mode=0o700)
+    (root / ".lock").symlink_to(victim)
+    assert "cannot build there (Too many levels of symbolic links)" in refusal(root)
+    assert victim.read_text() == "31 bytes of somebody's content."
+
+
+def test_a_build_root_is_made_private_and_emptied_of_what_was_planted(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir(mode=0o755)
+    (root / "linux-64").mkdir()
+    (root / "linux-64" / "causal-conv1d-1.7.0-planted_0.conda").write_bytes(b"solved from, were it kept")
+    (root / "escape").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep.txt").write_text("kept")
+    with build_root(root):
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700 and sorted(p.name for p in root.iterdir()) == [".lock", "tmp"]
+        assert tempfile.gettempdir() == os.environ["TMPDIR"] == str(root / "tmp")
+        (root / "tmp" / "left").write_text("a temporary file")
+    assert [p.name for p in root.iterdir()] == [".lock"] and (tmp_path / "outside" / "keep.txt").read_text() == "kept"
+    assert tempfile.gettempdir() != str(root / "tmp")

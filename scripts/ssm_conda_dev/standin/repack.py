@@ -1,5 +1,5 @@
 """Build the stand-in channel: each stand-in rendered, reused or built, with a line of progress each;
-standin-variants.yaml at its root (the machine's gcc and glibc, see ssm_conda.build.standin_overrides)."""
+standin-variants.yaml at its root (the machine's gcc and glibc, see ssm_conda.matrix.standin_overrides)."""
 
 from __future__ import annotations
 
