@@ -302,6 +302,8 @@ HOSTILE: dict[str, Callable[[Path], Path]] = {  # issue 41: each refused before 
     "paths.json lists /etc/hostname": _paths_json_lists("/etc/hostname"),
     "symlink to /etc": _payload_added("lib/etc", tarfile.SYMTYPE, "/etc"),
     "symlink to ../../x": _payload_added("lib/up", tarfile.SYMTYPE, "../../x"),
+    # inside the package by itself, but a chain of such links climbs out: lib/d/u/d/u/.. is outside
+    "symlink upwards": _payload_added("lib/d/u", tarfile.SYMTYPE, ".."),
     "member named ../x": _payload_added("../x"),
     "member named /abs": _payload_added("/abs"),
     "hardlink out": _payload_added("lib/hard", tarfile.LNKTYPE, "../../etc/passwd"),

@@ -194,9 +194,9 @@ def _check_members(path: Path) -> None:
     unpack to at most MAX_UNPACKED_BYTES."""
     total = 0
     for member in _tar_members(path):
-        target = os.path.join(os.path.dirname(member.name), member.linkname) if member.issym() else member.linkname
-        if _escapes(member.name) or (member.issym() or member.islnk()) and _escapes(os.path.normpath(target)):
-            where = f"links to {member.linkname}," if member.linkname else "lies"
+        # a link may only point down from its folder: a chain of such links cannot leave the package either
+        if _escapes(member.name) or (member.issym() or member.islnk()) and _escapes(member.linkname):
+            where = f"links to {member.linkname}, upwards or" if member.linkname else "lies"
             raise ValueError(f"member {member.name} {where} outside the package")
         if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
             raise ValueError(f"member {member.name} is a device or fifo (a package holds only files, folders and links)")

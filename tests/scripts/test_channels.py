@@ -134,11 +134,12 @@ def test_channel_forms(tmp_path):
 # ---- check_archive: the tar headers, read before anything is unpacked (issue 41)
 
 MEMBER_ERRORS = {  # a damage of tests/damaged_archives.py -> check_archive's one line
-    "symlink to /etc": "member lib/etc links to /etc, outside the package",
-    "symlink to ../../x": "member lib/up links to ../../x, outside the package",
+    "symlink to /etc": "member lib/etc links to /etc, upwards or outside the package",
+    "symlink to ../../x": "member lib/up links to ../../x, upwards or outside the package",
+    "symlink upwards": "member lib/d/u links to .., upwards or outside the package",
     "member named ../x": "member ../x lies outside the package",
     "member named /abs": "member /abs lies outside the package",
-    "hardlink out": "member lib/hard links to ../../etc/passwd, outside the package",
+    "hardlink out": "member lib/hard links to ../../etc/passwd, upwards or outside the package",
     "fifo": "member lib/fifo is a device or fifo (a package holds only files, folders and links)",
     "zip bomb": "unpacks to over 512 MiB (at member lib/zeros): a zip bomb?",
 }
@@ -177,16 +178,21 @@ def test_paths_json_may_list_only_paths_inside_the_prefix(listed, ours, tmp_path
                                   "without ..) (damaged archive)")
 
 
-def test_links_inside_the_package_pass(tmp_path):
-    """Relative links that stay inside, a symbolic one to a sibling and up one folder, are what packages hold."""
+def test_links_down_from_their_folder_pass(tmp_path):
+    """A link to a sibling or below it passes; one up a folder does not, though it stays inside by itself (a chain of
+    such links can climb out)."""
     site = tmp_path / "files" / "lib" / "python3.12" / "site-packages" / "causal_conv1d"
     site.mkdir(parents=True)
     (site / "__init__.py").write_text("")
     (site / "alias.py").symlink_to("__init__.py")
-    (site.parent / "up.py").symlink_to("../site-packages/causal_conv1d/__init__.py")
+    (site.parent / "down.py").symlink_to("causal_conv1d/__init__.py")
     name, version, build = rendered_name()
     out = assemble_package(name, version, "linux-64", build, tmp_path, files_dir=tmp_path / "files")
     assert check_archive(Path(out.path)).name.normalized == name
+    (site.parent / "up.py").symlink_to("../site-packages/causal_conv1d/__init__.py")
+    out = assemble_package(name, version, "linux-64", build, tmp_path / "up", files_dir=tmp_path / "files")
+    with pytest.raises(ValueError, match="up.py links to ../site-packages/causal_conv1d/__init__.py, upwards or outside"):
+        check_archive(Path(out.path))
 
 
 def test_the_cap_counts_every_member_of_both_tars(ours, monkeypatch):
@@ -205,8 +211,9 @@ def test_the_cap_holds_our_largest_package_many_times():
     assert 10 * 42 << 20 < channels.MAX_UNPACKED_BYTES < 1 << 30
 
 
-@pytest.mark.parametrize(("member", "message"), [("../x", "member ../x lies outside the package"),
-                                                 ("lib/link", "member lib/link links to /etc/passwd, outside the package")])
+@pytest.mark.parametrize(("member", "message"), [
+    ("../x", "member ../x lies outside the package"),
+    ("lib/link", "member lib/link links to /etc/passwd, upwards or outside the package")])
 def test_a_tar_bz2_is_read_the_same_way(member, message, tmp_path, no_extraction):
     (tmp_path / "files" / "lib").mkdir(parents=True)
     (tmp_path / "files" / "lib" / "a.txt").write_text("a\n")
