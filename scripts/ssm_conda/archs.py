@@ -9,9 +9,6 @@ from dataclasses import dataclass
 
 from ssm_conda.console import UsageError
 
-ENTRY_RE = re.compile(r"(\d+)\.(\d+)(\+PTX)?")
-SEPARATORS_RE = re.compile(r"[;,\s]+")
-
 
 def version_key(version: str) -> tuple[int, ...]:
     """ "12.10" sorts after "12.9"; non-numeric parts count as 0."""
@@ -35,10 +32,6 @@ class ArchEntry:
     def key(self) -> tuple[int, ...]:
         return version_key(self.cap)
 
-    @property
-    def sm(self) -> str:
-        return "sm_" + self.cap.replace(".", "")
-
     def __str__(self) -> str:
         return self.cap + ("+PTX" if self.ptx else "")
 
@@ -46,8 +39,8 @@ class ArchEntry:
 def parse_arch_list(value: str) -> list[ArchEntry]:
     """ "8.0;9.0+PTX" (';', ',' or spaces between entries) -> [ArchEntry("8.0"), ArchEntry("9.0", True)]."""
     entries = []
-    for raw in filter(None, SEPARATORS_RE.split(value.strip())):
-        if (match := ENTRY_RE.fullmatch(raw)) is None:
+    for raw in filter(None, re.split(r"[;,\s]+", value.strip())):
+        if (match := re.fullmatch(r"(\d+)\.(\d+)(\+PTX)?", raw)) is None:
             raise ArchListError(raw)
         entries.append(ArchEntry(f"{int(match[1])}.{int(match[2])}", bool(match[3])))
     return entries
@@ -65,7 +58,7 @@ def arch_covers(cap: str, arch_list: str) -> str | None:
     if any(e.cap == cap for e in entries):
         return f"sm_{cap.replace('.', '')} code"
     if same_major := [e for e in entries if e.key[0] == key[0] and e.key <= key]:
-        return f"{max(same_major, key=lambda e: e.key).sm} code (binary compatible)"
+        return f"sm_{max(same_major, key=lambda e: e.key).cap.replace('.', '')} code (binary compatible)"
     if ptx := [e for e in entries if e.ptx and e.key <= key]:
         return f"compute_{max(ptx, key=lambda e: e.key).cap.replace('.', '')} PTX (JIT-compiled at first use)"
     return None

@@ -15,9 +15,6 @@ from rattler import VirtualPackage, VirtualPackageOverrides
 
 from ssm_conda.archs import version_key
 
-CAP_RE = re.compile(r"\d+\.\d+")
-SMI_CUDA_RE = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
-
 # Oldest Linux driver per CUDA major (minor-version compatibility: every 12.x runs on 525+, every 13.x on 580+).
 MIN_DRIVER_FOR_MAJOR = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
 
@@ -86,9 +83,9 @@ def query_nvidia_smi() -> DriverInfo | None:
                 continue
             index, name, cap, version = parts  # in the order of `fields`
             position = int(index) if index.isdigit() else len(info.gpus)
-            info.gpus.append(GpuInfo(position, name, cap if CAP_RE.fullmatch(cap) else ""))
+            info.gpus.append(GpuInfo(position, name, cap if re.fullmatch(r"\d+\.\d+", cap) else ""))
             info.version = info.version or version
-        match = SMI_CUDA_RE.search(run([smi]).stdout)
+        match = re.search(r"CUDA Version\s*:\s*(\d+\.\d+)", run([smi]).stdout)
         info.cuda = match.group(1) if match else None
     except (OSError, subprocess.SubprocessError) as exc:
         info.errors.append(f"nvidia-smi failed: {exc}")
@@ -116,8 +113,7 @@ def detect_compute_capabilities() -> list[str]:
 def virtual_package_overrides(cuda: str | None, cuda_arch: str | None, **others: str | None) -> Iterator[dict[str, str]]:
     """CONDA_OVERRIDE_CUDA(_ARCH) and CONDA_OVERRIDE_<OTHER> while a solve runs, each unless set or None (yields what it
     set): CUDA builds of pytorch need __cuda and a generation package __cuda_arch, which a machine may lack."""
-    wanted = {"CONDA_OVERRIDE_CUDA": cuda, "CONDA_OVERRIDE_CUDA_ARCH": cuda_arch,
-              **{f"CONDA_OVERRIDE_{name.upper()}": value for name, value in others.items()}}
+    wanted = {f"CONDA_OVERRIDE_{name.upper()}": value for name, value in {"cuda": cuda, "cuda_arch": cuda_arch, **others}.items()}
     added = {name: value for name, value in wanted.items() if value is not None and name not in os.environ}
     os.environ.update(added)
     try:

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 
 from ssm_conda.project import NAMES
 
-HASH_SUFFIX_RE = re.compile(r"_h[0-9a-f]+_\d+$")  # rattler-build's hash and build number ending a build string (build.string)
-
 
 def without_hash(build: str) -> str:
     """cuda130_py312_torch213_sm90 of cuda130_py312_torch213_sm90_h1a2b3c4_0."""
-    return HASH_SUFFIX_RE.sub("", build)
+    return re.sub(r"_h[0-9a-f]+_\d+$", "", build)  # rattler-build's hash and build number ending a build string (build.string)
 
 
 @dataclass(frozen=True)
