@@ -1,5 +1,5 @@
 """Small real packages named as recipe/ names them, and damaged copies of them, for every test that hands
-archives to a command (upload's pre-check, gpu-test, ...). A good package looks like ours: its module in the
+archives to a command (upload's pre-check, verify, gpu-test, ...). A good package looks like ours: its module in the
 variant's site-packages, its test files, and the depends the recipe renders (the run requirements and the run
 exports of the build and host requirements, as a real build lists them).
 

@@ -242,13 +242,13 @@ def test_another_python_reuses_the_cuda_objects(standin, built, ccache, python_b
 
 @pytest.mark.slow
 def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
-    """`ssm-conda gpu-test` re-runs the built package's test section (rattler-build test), as on a GPU box.
+    """`ssm-conda-dev gpu-test` re-runs the built package's test section (rattler-build test), as on a GPU box.
 
     Without a GPU only --allow-no-gpu runs: both stored tests of the package pass, and the kernel
     tests' log says they were skipped and why; without --allow-no-gpu it refuses before solving anything.
     """
     output, package, _log, _seconds = built
-    command = [sys.executable, "-m", "ssm_conda", "gpu-test", str(package),
+    command = [sys.executable, "-m", "ssm_conda_dev", "gpu-test", str(package),
                "--channel", str(output), "--channel", str(standin), "--log-dir", str(tmp_path / "logs")]
     refused = subprocess.run(command, capture_output=True, text=True)
     assert refused.returncode == 1 and "no GPU on this machine" in refused.stderr, refused.stdout + refused.stderr

@@ -176,7 +176,7 @@ def test_the_gpu_job_is_off_unless_switched_on():
     assert {"self-hosted", "gpu"} <= set(gpu["runs-on"])
     assert gpu["steps"][-1]["run"] == "pixi run -e gpu gpu-test"
     assert tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["feature"]["gpu"]["tasks"]["gpu-test"]["cmd"] == \
-        "ssm-conda gpu-test output"
+        "ssm-conda-dev gpu-test output"
     assert not runs(gpu, event("push"))
     assert not runs(gpu, event("workflow_dispatch", inputs={"gpu-tests": False}))
     assert not runs(gpu, event("push", variables={"SSM_CONDA_GPU_TESTS": "false"}))

@@ -38,7 +38,6 @@ COMMANDS = (
             "Quetz, Artifactory or S3"),
     Command("verify", "ssm_conda.verify", "rebuild packages from the recipe and environments they record and compare "
             "them byte for byte"),
-    Command("gpu-test", "ssm_conda.gpu_check", "re-run built packages' test sections on this machine's GPU (rattler-build test)"),
 )
 
 

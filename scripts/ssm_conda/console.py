@@ -72,7 +72,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
         print(format_table(headers, rows, title), flush=True)
 
 
-# What happened to a package, in every subcommand's words: build (ok), upload, verify, gpu-test and the stand-in's.
+# What happened to a package, in every subcommand's words: build (ok), upload, verify, and ssm-conda-dev's gpu-test and stand-in.
 Result = Literal["pending", "ok", "skipped", "failed", "invalid", "exists", "uploaded", "not served", "not attempted",
                  "identical", "differs", "passed", "built", "rebuilt", "reused"]
 

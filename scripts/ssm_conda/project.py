@@ -1,4 +1,4 @@
-"""What this project builds: one record per package, read by build, doctor, upload, gpu-test and ssm-conda-dev."""
+"""What this project builds: one record per package, read by build, doctor, upload, verify and ssm-conda-dev."""
 
 from __future__ import annotations
 

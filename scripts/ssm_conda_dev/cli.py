@@ -23,6 +23,8 @@ COMMANDS = (
             "Pythons, all architectures against one"),
     Command("bench-zstd", "ssm_conda_dev.benchmarks.package_compression", "re-pack built packages at several zstd "
             "levels: what a higher level buys in size, against its time"),
+    Command("gpu-test", "ssm_conda_dev.gpu_check", "re-run built packages' test sections on this machine's GPU "
+            "(rattler-build test)"),
     Command("gpu-bundle", "ssm_conda_dev.gpu_bundle.command", "one file that tests and benchmarks a variant's packages on a "
             "GPU node with pip's torch (no conda, no network)"),
     Command("bench-kernels", "ssm_conda_dev.benchmarks.kernels", "time the installed kernels against the reference "

@@ -1,9 +1,10 @@
-"""ssm-conda gpu-test; `tiny_package` makes the real archives its cases (and tests/scripts) need."""
+"""ssm-conda-dev gpu-test; `tiny_package` makes the real archives its cases (and tests/scripts) need."""
 
 from __future__ import annotations
 
 import random
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 from tests.bad_input import Case, Context
@@ -67,7 +68,7 @@ def bare_file(name: str, content: bytes = b""):  # noqa: ANN201
 
 
 NO_GPU = "--allow-no-gpu"
-CASES = [
+CASES = [replace(case, dev=True) for case in [  # ssm-conda-dev gpu-test
     Case("gpu-test-missing-file", ("gpu-test", "{tmp}/causal-conv1d-1.7.0-x_0.conda"), "no such file or directory"),
     Case("gpu-test-not-a-conda-package", ("gpu-test", "{tmp}/causal_conv1d-1.7.0-cp312-cp312-linux_x86_64.whl"),
          "not a conda package", setup=bare_file("causal_conv1d-1.7.0-cp312-cp312-linux_x86_64.whl")),
@@ -103,4 +104,4 @@ CASES = [
          "is not writable", setup=log_dir_read_only),
     Case("gpu-test-log-dir-in-a-read-only-folder", ("gpu-test", "{pkg}", "--log-dir", "{tmp}/channel/logs", NO_GPU),
          "is not writable", setup=log_dir_read_only),
-]
+]]

@@ -30,7 +30,7 @@ CASES = [
     Case("verify-package-name-too-long", ("verify", f"{LONG_NAME}.conda"),
          f"package {LONG_NAME[:60]}... {TOO_LONG.format(306)}"),
     Case("verify-package-path-too-long", ("verify", LONG_PATH), f"package {SHOWN}"),
-    Case("gpu-test-package-path-too-long", ("gpu-test", LONG_PATH), f"package {SHOWN}"),
+    Case("gpu-test-package-path-too-long", ("gpu-test", LONG_PATH), f"package {SHOWN}", dev=True),
     Case("build-output-dir-too-long", (*BUILD, "--output-dir", LONG_PATH), f"--output-dir {SHOWN}"),
     Case("build-output-dir-name-too-long", (*BUILD, "--output-dir", f"{{tmp}}/{LONG_NAME}"),
          "characters; the limit is 4096, 255 per name)"),
@@ -58,7 +58,7 @@ CASES = [
     Case("verify-control-bytes-in-a-missing-file", ("verify", HOSTILE),
          "no such file or directory: evil\\x1b[2Jname\\nsecond line\\x7f\\x9b.conda"),
     Case("gpu-test-control-bytes-in-a-file-name", ("gpu-test", HOSTILE.replace(".conda", ".whl")),
-         "not a conda package: evil\\x1b[2Jname\\nsecond line\\x7f\\x9b.whl", setup=hostile_file),
+         "not a conda package: evil\\x1b[2Jname\\nsecond line\\x7f\\x9b.whl", setup=hostile_file, dev=True),
     Case("plan-control-bytes-in-a-channel", (*PLAN, "-c", "./\x1b]0;pwned\x07"),
          "no such channel directory: ./\\x1b]0;pwned\\x07"),
 ]

@@ -1,4 +1,4 @@
-"""ssm_conda.selection: one set of selector flags for plan, build, upload and gpu-test (which built packages a
+"""ssm_conda.selection: one set of selector flags for plan, build, upload and ssm-conda-dev gpu-test (which built packages a
 selection chooses: tests/scripts/test_matrix.py)."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import argparse
 import pytest
 from ssm_conda import cli
 from ssm_conda.selection import without_hash
+from ssm_conda_dev import cli as dev_cli
 
 SELECTORS = {"--package", "--cuda", "--python", "--torch", "--generation", "--arch"}
 
 
 def options(argv: list[str]) -> set[str]:
-    parser = cli.build_parser(argv)
+    parser = cli.build_parser(argv, dev_cli.SSM_CONDA_DEV if argv[0] == "gpu-test" else cli.SSM_CONDA)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[argv[0]]
     if argv[0] == "upload":  # the flags stand before and after the target, once each
         sub = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices["prefix"]

@@ -21,7 +21,7 @@ and times side by side.
 Benchmarks named together run in one go and share their builds: a build without the compiler cache
 that two of them need (the all-architecture package of `generations` and of `lineinfo`) runs once.
 The test sections are skipped (--test skip) so that only building is timed; --output-dir keeps every
-package built, as an indexed channel, for `ssm-conda gpu-test` or a look inside afterwards.
+package built, as an indexed channel, for `ssm-conda-dev gpu-test` or a look inside afterwards.
 """
 
 from __future__ import annotations

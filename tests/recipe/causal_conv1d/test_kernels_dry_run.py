@@ -11,7 +11,7 @@ and cpu_kernel/causal_conv1d_cuda.py in place of the compiled extension:
 All of it is one pytest run in a subprocess (cpu_kernel/planted_bugs.py parametrizes the kernel
 tests over the bugs), about half a minute.
 
-What it cannot show is that the CUDA kernels pass: that needs a GPU (ssm-conda gpu-test).
+What it cannot show is that the CUDA kernels pass: that needs a GPU (ssm-conda-dev gpu-test).
 """
 
 from __future__ import annotations

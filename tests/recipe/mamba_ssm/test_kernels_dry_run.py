@@ -13,7 +13,7 @@ causal-conv1d's cpu_kernel/causal_conv1d_cuda.py in place of the compiled extens
 
 All of it is one pytest run in a subprocess (cpu_kernel/planted_bugs.py parametrizes the kernel
 tests over the bugs), about a minute. What it cannot show is that the CUDA and Triton kernels
-pass: that needs a GPU (ssm-conda gpu-test).
+pass: that needs a GPU (ssm-conda-dev gpu-test).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ modules, so the plugin plants each bug first and has every test import them afre
 
 About fifteen seconds on 2 cores, besides unpacking the sdists (shared with test_kernels_dry_run.py).
 What it cannot show is the CUDA and Triton kernels under transformers: that needs a GPU
-(ssm-conda gpu-test).
+(ssm-conda-dev gpu-test).
 """
 
 from __future__ import annotations

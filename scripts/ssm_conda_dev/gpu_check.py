@@ -1,7 +1,7 @@
 """Re-run built packages' test sections on this machine's GPU: `rattler-build test` for each.
 
-    ssm-conda gpu-test output/                      # every causal-conv1d and mamba-ssm package in it
-    ssm-conda gpu-test output/ --cuda 13.0 --generation sm90 --package mamba-ssm   # the selectors of build
+    ssm-conda-dev gpu-test output/                      # every causal-conv1d and mamba-ssm package in it
+    ssm-conda-dev gpu-test output/ --cuda 13.0 --generation sm90 --package mamba-ssm   # the selectors of build
 
 Each test (the imports, then the package's pytest run) runs in a fresh environment. A GPU is required: without
 one the command refuses to start, and a run whose GPU tests were skipped counts as failed (the tests see no
@@ -21,7 +21,6 @@ from pathlib import Path
 
 from rattler_build import Package
 from rattler_build.progress import ProgressCallback
-
 from ssm_conda import options
 from ssm_conda.channels import check_archive, find_packages, name_and_build_of, writable_dir
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary

@@ -1,4 +1,4 @@
-"""ssm-conda gpu-test: bad input is one line and exit 2; how test output is judged."""
+"""ssm-conda-dev gpu-test: bad input is one line and exit 2; how test output is judged."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 from rattler_build import Package
-from ssm_conda import cli, gpu_check
+from ssm_conda.cli import parse_args
 from ssm_conda.machine import detect_compute_capabilities
 from ssm_conda.project import NAMES
 from ssm_conda.selection import Selection
+from ssm_conda_dev import cli, gpu_check
 
 from tests.bad_input.gpu_check import BUILD, PASSED, tiny_package
 from tests.damaged_archives import garbage_pkg_member
@@ -23,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ssm_conda", "gpu-test", *args],
+    return subprocess.run([sys.executable, "-m", "ssm_conda_dev", "gpu-test", *args],
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
@@ -136,8 +137,8 @@ def test_a_package_whose_tests_ran_no_test_fails(tmp_path, capsys, commands, det
 
 
 def test_options_are_resolved_once(tmp_path):
-    args = cli.parse_args(["gpu-test", "out", "-c", str(tmp_path), "-c", "conda-forge", "--cuda", "13.0",
-                           "--variants-dir", str(tmp_path), "--log-dir", str(tmp_path / "logs"), "--allow-no-gpu", "-v"])
+    args = parse_args(["gpu-test", "out", "-c", str(tmp_path), "-c", "conda-forge", "--cuda", "13.0", "--variants-dir",
+                       str(tmp_path), "--log-dir", str(tmp_path / "logs"), "--allow-no-gpu", "-v"], cli.SSM_CONDA_DEV)
     assert gpu_check.GpuTestOptions.from_args(args) == gpu_check.GpuTestOptions(
         ("out",), Selection(cuda="13.0"), tmp_path, (tmp_path.as_uri(), "conda-forge"), tmp_path / "logs", False, True)
 
