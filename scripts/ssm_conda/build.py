@@ -37,7 +37,7 @@ from ssm_conda.machine import virtual_package_overrides
 from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, load_variant_files, plan, standin_overrides
 from ssm_conda.paths import recipe_of
 from ssm_conda.project import NAMES, package
-from ssm_conda.reproducible import build_in, build_root, chosen_root, clear_builds
+from ssm_conda.reproducible import build_in, build_root, chosen_root, clear
 from ssm_conda.selection import Selection, add_selector_arguments, selection_from_args
 
 LINUX_VERSION = "4.18"  # the kernel of the oldest system conda-forge's glibc 2.28 supports (RHEL 8)
@@ -198,7 +198,7 @@ def build_one(variant: PlannedVariant, build: BuildOptions, repodata: Sequence[S
         machine = {"glibc": variant.config["c_stdlib_version"][0], "linux": LINUX_VERSION,
                    # a CPU family, not its model; a cross build's would be the host's too
                    "archspec": platform.machine() if build.plan.target_platform == TARGET_PLATFORM else None}
-        clear_builds(root := build.build_root)
+        clear(root := build.build_root)
         with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine):
             needed(variant.package, output_dir, root)
             outcome.path = build_in(root, variant.rendered, output_dir, tool_config=tool_config, channels=channels,

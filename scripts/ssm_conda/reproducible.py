@@ -66,17 +66,16 @@ def _private(root: Path) -> int:
         _refuse(root, f"cannot build there ({exc.strerror})")
 
 
-def clear_builds(root: Path) -> None:
-    """What rattler-build left in `root` (a build root held) from the build before: its build folder and output channel."""
-    for name in ("bld", "linux-64", "linux-aarch64", "noarch"):
-        shutil.rmtree(root / name, ignore_errors=True)
-
-
-def _empty(root: Path) -> None:
-    """Everything in `root` but its lock removed (links themselves, never what they point to)."""
+def clear(root: Path, keep: tuple[str, ...] = (".lock", "tmp")) -> None:
+    """Everything in the build root `root` but `keep` removed, links themselves (never what they point to): before a
+    build, what rattler-build left of the one before (its build folder, its output channel)."""
     for entry in root.iterdir():
-        if entry.name != ".lock":
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 @contextlib.contextmanager
@@ -89,14 +88,14 @@ def build_root(root: Path) -> Iterator[Path]:
         except BlockingIOError:
             print(f"waiting for another build or verify to finish with {root} ...", flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        _empty(root)
+        clear(root, keep=(".lock",))
         (root / "tmp").mkdir()
         saved = os.environ.get("TMPDIR"), tempfile.tempdir
         os.environ["TMPDIR"] = tempfile.tempdir = str(root / "tmp")
         try:
             yield root
         finally:
-            _empty(root)
+            clear(root, keep=(".lock",))
             tempfile.tempdir = saved[1]
             if saved[0] is None:
                 del os.environ["TMPDIR"]

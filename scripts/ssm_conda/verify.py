@@ -11,8 +11,12 @@ are compared: identical, or which files differ and how (build ID, timestamp, con
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import re
 import shutil
+import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -32,12 +36,13 @@ from ssm_conda.compiler_cache import CCACHE_ENV, add_no_cache, compiler_cache_di
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.contents import check_contents
 from ssm_conda.matrix import PLATFORMS, PlannedVariant, load_variant_files, plan, standin_overrides
-from ssm_conda.paths import recipe_of
+from ssm_conda.paths import choose_workspace, recipe_of, workspace
 from ssm_conda.project import NAMES
-from ssm_conda.reproducible import BUILD_ROOT_ENV, build_root, chosen_root, clear_builds, differing_files, repack
+from ssm_conda.reproducible import BUILD_ROOT_ENV, build_root, chosen_root, clear, differing_files, repack
 from ssm_conda.selection import Selection
 
 RENDERED = "rendered_recipe.yaml"  # rattler-build's record of the build, in info/recipe beside the recipe's files
+REVISION = re.compile(r"\w[\w./~^@{}-]*")  # what git names a revision with; never an option
 RECORDED = {"recipe", "build_configuration", "finalized_dependencies", "finalized_sources", "system_tools"}
 
 
@@ -45,6 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
                         help=".conda files (built here or downloaded from a channel), or folders of them")
     options.add_channels(parser, "a channel the packages were built from: each build and host package must be one it lists")
+    parser.add_argument("--revision", metavar="REV", help="rebuild from the recipe/ and variants/ of this git revision of "
+                        "the checkout (a commit, tag or branch; default: the files as they are)")
     add_no_cache(parser, "rebuild")
 
 
@@ -54,6 +61,7 @@ class VerifyOptions:
     channels: tuple[str, ...]
     compiler_cache: Path | None  # None: --no-cache
     build_root: Path  # this machine's: a package built in another folder is rebuilt only when the user names it
+    revision: str | None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> VerifyOptions:
@@ -62,8 +70,22 @@ class VerifyOptions:
         packages = tuple(p for p in find_packages(args.packages) if p.name.endswith(".conda"))
         if not packages:
             raise UsageError(f"no .conda package in {' '.join(args.packages)}")
+        if args.revision is not None and not REVISION.fullmatch(args.revision):
+            raise UsageError(f"--revision {args.revision!r}: not a git revision (a commit, tag or branch name)")
         return cls(packages, options.channels(args.channel),
-                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ))
+                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ), args.revision)
+
+
+def check_out(revision: str, into: Path) -> Path:
+    """recipe/ and variants/ of a git revision of the workspace, written into `into`: a workspace of their own."""
+    archive = subprocess.run(["git", "-C", str(workspace()), "archive", "--format=tar", revision, "recipe", "variants"],
+                             capture_output=True)
+    if archive.returncode:
+        why = (archive.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[-1]
+        raise UsageError(f"--revision {revision}: {why} (in {workspace()})")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into
 
 
 def _files(root: Path, follow_links: bool) -> dict[str, bytes]:
@@ -80,17 +102,15 @@ def _files(root: Path, follow_links: bool) -> dict[str, bytes]:
 def recipe_differences(recorded: Path, checkout: Path) -> list[str]:
     """The files that differ between a package's info/recipe (less rattler-build's records) and the checkout's recipe
     folder, its links followed as `ssm-conda build` copies it."""
-    theirs, ours = _files(recorded, False), _files(checkout, True)
-    theirs = {name: data for name, data in theirs.items() if name not in (RENDERED, "variant_config.yaml")}
+    theirs = {name: data for name, data in _files(recorded, False).items() if name not in (RENDERED, "variant_config.yaml")}
+    ours = _files(checkout, True)
     return sorted(name for name in theirs.keys() | ours.keys() if theirs.get(name) != ours.get(name))
 
 
 def rendered_problem(doc: Any, variant: PlannedVariant, verify: VerifyOptions) -> str | None:
     """Why the rendered recipe a package records is not the checkout's for `variant`, built in this build root from
     the channels named; None if it is. Its package records are checked by `unlisted`."""
-    if not isinstance(doc, dict):
-        return f"its {RENDERED} is not a mapping"
-    if unknown := sorted(set(doc) - RECORDED):
+    if unknown := sorted(set(doc) - RECORDED):  # a document that is no mapping ends here too, or raises (malformed)
         return f"its {RENDERED} records what this project's builds do not ({', '.join(map(str, unknown))})"
     config = doc.get("build_configuration") or {}
     if doc.get("recipe") != variant.rendered.recipe.to_dict() or config.get("variant") != variant.rendered.variant:
@@ -114,8 +134,7 @@ def unlisted(doc: dict[str, Any], repodata: Sequence[SparseRepoData]) -> str | N
     """The first build or host package a rendered recipe records that the channels do not list with its sha256."""
     try:
         environments = doc.get("finalized_dependencies") or {}
-        records = [r for env in ("build", "host") for r in (environments.get(env) or {}).get("resolved") or []]
-        for record in records:
+        for record in (r for env in ("build", "host") for r in (environments.get(env) or {}).get("resolved") or []):
             listed = {(r.url, r.sha256.hex() if r.sha256 else None) for data in repodata if data.subdir == record["subdir"]
                       for r in data.load_records(PackageName(str(record["name"])))}
             if (record["url"], record["sha256"]) not in listed:
@@ -162,11 +181,10 @@ def recorded(path: Path, verify: VerifyOptions, scratch: Path) -> tuple[Path, In
 
 
 def verify_one(path: Path, copy: Path, index: IndexJson, root: Path) -> Outcome:
-    """Rebuild `path` from its `copy` (beside it its unpacked original/; by `recorded`, which read `index`) in the build
-    root, and compare."""
+    """Rebuild `path` from the `copy` that `recorded` checked (its original/ beside it) in the build root, and compare."""
     outcome, start, scratch = Outcome(index.name.source, str(index.build)), time.monotonic(), copy.parent
     print(f"rebuilding {path.name} in {root} (it compiles again) ...", flush=True)
-    clear_builds(root)
+    clear(root)
     try:
         rebuilt = Package.from_file(copy).rebuild(test="skip", output_dir=scratch).rebuilt_path
     except Exception as exc:  # rattler_build raises its own error types
@@ -192,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
     verify = VerifyOptions.from_args(args, os.environ)
     # its scratch folders lie in the build root's tmp/, as rattler-build's do
     with build_root(verify.build_root) as root, tempfile.TemporaryDirectory(prefix="verify-") as scratch:
+        if verify.revision:
+            choose_workspace(check_out(verify.revision, Path(scratch) / "checkout"))
         # every package read and checked before anything is rebuilt
         checked = [recorded(path, verify, Path(scratch) / str(i)) for i, path in enumerate(verify.packages)]
         repodata = channel_repodata(verify.channels, sorted({index.subdir for _, index, _ in checked} | {"noarch"}))

@@ -133,6 +133,7 @@ def test_options_are_resolved_once_from_the_arguments_and_the_environment(tmp_pa
 
 def options_for(tmp_path, channels=("conda-forge",), skip_existing=False) -> build.BuildOptions:  # noqa: ANN001
     plan_options = build.PlanOptions(Selection(), tuple(channels), VARIANTS_DIR, TARGET_PLATFORM, False, False)
+    (tmp_path / "root").mkdir(mode=0o700, exist_ok=True)  # the build root build_one builds in (run holds it)
     return build.BuildOptions(plan_options, tmp_path / "out", skip_existing, "skip", None, tmp_path / "rattler" / "pkgs",
                               tmp_path / "root")
 

@@ -3,6 +3,7 @@ per package; a package that is not the checkout's build runs nothing. (Bad input
 packages: tests/test_end_to_end.py.)"""
 
 import shutil
+import subprocess
 
 import pytest
 from ssm_conda import cli
@@ -19,8 +20,8 @@ def verify(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path / "system-tmp"))
     (tmp_path / "system-tmp").mkdir()
 
-    def run(*packages, checkout=tmp_path / "checkout"):
-        return cli.main(["--workspace", str(checkout), "verify", *map(str, packages), "--no-cache",
+    def run(*args, checkout=tmp_path / "checkout"):
+        return cli.main(["--workspace", str(checkout), "verify", *map(str, args), "--no-cache",
                          "-c", str(tmp_path / "empty-channel")])
     return run
 
@@ -98,9 +99,41 @@ def test_a_crafted_rendered_recipe_is_refused_before_anything_is_built(tmp_path,
     assert [p.name for p in (tmp_path / "root").iterdir()] == [".lock"]
 
 
+@pytest.mark.parametrize(("document", "refusal"), [
+    (b"a string", "its rendered_recipe.yaml records what this project's builds do not"),
+    (b"- recipe\n- build_configuration\n", "its rendered_recipe.yaml is malformed (AttributeError)"),
+    (b"recipe: [unclosed", "its rendered_recipe.yaml is malformed (ParserError)"),
+])
+def test_a_rendered_recipe_that_is_no_mapping_is_one_line(tmp_path, capsys, verify, document, refusal):
+    built = build_tiny(tmp_path / "root", tmp_path / "out")
+    assert verify(with_member(built, "info/recipe/rendered_recipe.yaml", lambda _: document, tmp_path / "x")) == 2
+    err = capsys.readouterr().err
+    assert refusal in err and len(err.splitlines()) == 1, err
+
+
 def test_a_payload_the_recipe_does_not_make_is_refused(tmp_path, capsys, verify):
     """The contents rules upload applies (ssm_conda.contents): a depends the recipe does not render is refused."""
     built = build_tiny(tmp_path / "root", tmp_path / "out")
     crafted = with_member(built, "info/index.json", rendered('"depends": []', '"depends": ["evil-package"]'), tmp_path / "x")
     assert verify(crafted) == 2
     assert "depends on evil-package" in capsys.readouterr().err
+
+
+def commit(checkout, message):
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
+        subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True)
+
+
+def test_a_package_of_an_earlier_revision_is_rebuilt_from_that_revision(tmp_path, capsys, verify):
+    """The checkout moved on (another build script): --revision takes the recipe the package was built from."""
+    checkout = tiny_checkout(tmp_path / "checkout")
+    commit(checkout, "the release")
+    built = build_tiny(tmp_path / "root", tmp_path / "out")
+    (checkout / "recipe/causal-conv1d/build.sh").write_text("echo the next release\n")
+    commit(checkout, "the next release")
+    assert verify(built) == 2
+    assert "its recipe is not this checkout's (build.sh differ)" in capsys.readouterr().err
+    assert verify(built, "--revision", "HEAD~1") == 0
+    assert " identical " in capsys.readouterr().out
+    assert verify(built, "--revision", "no-such-tag") == 2
+    assert capsys.readouterr().err.startswith("error: --revision no-such-tag: fatal: not a valid object name")
