@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+import jinja2
 import yaml
 from rattler import Version, VersionSpec
 from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
@@ -29,6 +30,7 @@ PLATFORMS = ("linux-64", "linux-aarch64")  # the recipe builds natively on both 
 TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
 ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
 STANDIN_OVERRIDES = "standin-variants.yaml"  # at a stand-in channel's root: the variant keys it overrides
+JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined)  # a name a skip expression does not know is an error
 REQUIRED_KEYS = ("cuda_compiler_version", "python", "pytorch", "gpu_generation", "cuda_arch_list", "cuda_arch_supported")
 
 
@@ -188,7 +190,8 @@ def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None
          detect: Callable[[], list[str]] = detect_compute_capabilities, recipes: Sequence[Path] | None = None,
          overrides: dict[str, list[str]] | None = None, target_platform: str = TARGET_PLATFORM) -> list[PlannedVariant]:
     """Each selected package's variants in build order, rendered offline by rattler-build for target_platform (`files` too)."""
-    render_config = RenderConfig(PlatformConfig(target_platform=target_platform))
+    native = target_platform if target_platform.startswith("win-") else None  # conda-forge builds Windows' on Windows
+    render_config = RenderConfig(PlatformConfig(target_platform=target_platform, build_platform=native, host_platform=native))
     files = load_variant_files(target_platform=target_platform) if files is None else files
     configs = select(selection, files, detect, overrides)
     planned = []
@@ -211,13 +214,22 @@ def rendered_recipe(package: str) -> dict[str, Any]:
     return plan(selection, files=[vfile])[0].rendered.recipe.to_dict()
 
 
+def skipped(stage0: Any, variant: dict[str, str]) -> bool:
+    """Whether the recipe's build.skip leaves `variant` out: py-rattler-build renders every variant. The expressions are
+    Jinja's, evaluated as rattler-build does with the platform's names (linux, win, osx, unix) and the variant's keys."""
+    platform = variant["target_platform"]
+    names = {"linux": platform.startswith("linux"), "win": platform.startswith("win"), "osx": platform.startswith("osx")}
+    expressions = stage0.to_dict()["build"].get("skip") or []
+    return any(JINJA.compile_expression(e)(**variant, **names, unix=not names["win"]) for e in expressions)
+
+
 def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:
     order = list(variant_config.to_dict()["gpu_generation"])
     variants = [PlannedVariant(cuda=r.variant["cuda_compiler_version"], python=r.variant["python"], torch=r.variant["pytorch"],
                                archs=r.variant["cuda_arch_list"], generation=r.variant["gpu_generation"],
                                build_string=r.recipe.build.string, variant_file=vfile, rendered=r,
                                config={k: [v] for k, v in r.variant.items() if k != "target_platform"})
-                for r in stage0.render(variant_config, render_config)]
+                for r in stage0.render(variant_config, render_config) if not skipped(stage0, r.variant)]
     # rattler-build renders in an order of its own; the plan follows the variant file's
     return sorted(variants, key=lambda v: (version_key(v.python), version_key(v.torch), order.index(v.generation)))
 

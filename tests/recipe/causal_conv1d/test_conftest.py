@@ -46,3 +46,17 @@ def test_require_flag_parsing(monkeypatch):
     assert not conftest.gpu_required()
     monkeypatch.delenv("CAUSAL_CONV1D_REQUIRE_GPU")
     assert conftest.gpu_required() is False  # no driver here (module skip otherwise)
+
+
+@pytest.mark.parametrize(("platform", "gpu_required", "ignored"), [
+    ("linux", False, True), ("linux", True, False), ("win32", True, True), ("win32", False, True)])
+def test_upstream_s_file_without_triton_is_left_out_where_no_gpu_is_required_and_on_windows(
+        monkeypatch, tmp_path, platform, gpu_required, ignored):
+    """Where a GPU is required, a missing import fails the run (a broken install), but conda-forge has no triton for
+    Windows at all: there upstream's file is left out, which the summary says."""
+    monkeypatch.setattr(conftest, "_upstream_missing", lambda: "triton")
+    monkeypatch.setattr(conftest, "gpu_required", lambda: gpu_required)
+    monkeypatch.setattr(conftest.sys, "platform", platform)
+    assert bool(conftest.pytest_ignore_collect(tmp_path / conftest.UPSTREAM_FILE, None)) is ignored
+    assert conftest.pytest_ignore_collect(tmp_path / "test_kernels.py", None) is None
+
