@@ -200,7 +200,11 @@ def build_one(variant: PlannedVariant, build: BuildOptions, repodata: Sequence[S
                    "archspec": platform.machine() if build.plan.target_platform == TARGET_PLATFORM else None}
         clear(root := build.build_root)
         with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine):
-            needed(variant.package, output_dir, root)
+            # the output channel's packages that the tests need, copied into the build root's channel (rattler-build
+            # solves from its own output folder; the output channel itself, passed as a channel, would be recorded)
+            for path in (p for need in package(variant.package).needs for p in output_dir.glob(f"*/{need}-*.conda")):
+                (root / path.parent.name).mkdir(exist_ok=True)
+                shutil.copy(path, root / path.parent.name)
             outcome.path = build_in(root, variant.rendered, output_dir, tool_config=tool_config, channels=channels,
                                     progress_callback=progress)
     except Exception as exc:  # rattler_build raises its own error types; report and go on
@@ -215,15 +219,6 @@ def build_one(variant: PlannedVariant, build: BuildOptions, repodata: Sequence[S
     outcome.result, outcome.size = "ok", outcome.path.stat().st_size
     outcome.detail = f"cache hits {cache_hits(Path(progress.log.name).read_text(errors='replace'))}"
     return outcome
-
-
-def needed(name: str, output_dir: Path, root: Path) -> None:
-    """The output channel's packages that `name`'s tests need, copied into the build root's channel (rattler-build
-    solves from its own output folder; the output channel itself, passed as a channel, would be recorded)."""
-    for need in package(name).needs:
-        for path in output_dir.glob(f"*/{need}-*.conda"):
-            (root / path.parent.name).mkdir(exist_ok=True)
-            shutil.copy(path, root / path.parent.name)
 
 
 def planned(plan_options: PlanOptions, selection: Selection | None = None, recipes: Sequence[Path] = ()) -> list[PlannedVariant]:

@@ -174,9 +174,8 @@ def minor_not_packaged(facts: Facts, target: Target) -> list[Finding]:
     if python and python not in vfile.pythons:
         found.append(note("python-not-packaged", f"no package for Python {python} (packaged: {', '.join(vfile.pythons)}): "
                           "build one", unpackaged=True))
-    minor = torch.minor if torch is not None else None
-    if minor and minor not in vfile.torches:
-        found.append(note("torch-not-packaged", f"no package for torch {minor} with CUDA {vfile.cuda} (packaged: "
+    if torch is not None and torch.minor and torch.minor not in vfile.torches:
+        found.append(note("torch-not-packaged", f"no package for torch {torch.minor} with CUDA {vfile.cuda} (packaged: "
                           f"{', '.join(vfile.torches)}): build one, or install a packaged torch", unpackaged=True))
     return found
 
@@ -223,9 +222,8 @@ def sm103_nvcc13(facts: Facts, target: Target) -> list[Finding]:
 def sm103_pip_build(facts: Facts, target: Target) -> list[Finding]:
     """A pip-installed causal-conv1d on sm_103 may carry nvcc 13's broken sm_103 code."""
     wheel = facts.interpreter.causal_conv1d
-    if wheel is None or wheel.from_conda or "10.3" not in facts.driver.compute_caps:
-        return []
-    if wheel.wheel_tag is not None and int(wheel.wheel_tag["cuda_major"]) < 13:
+    if (wheel is None or wheel.from_conda or "10.3" not in facts.driver.compute_caps
+            or wheel.wheel_tag is not None and int(wheel.wheel_tag["cuda_major"]) < 13):
         return []
     return [warning("sm103-pip-build", f"causal-conv1d {wheel.version} was installed by {wheel.installer or 'pip'}: if it was "
                     "compiled with nvcc 13 it carries the broken sm_103 code; replace it with the conda package")]

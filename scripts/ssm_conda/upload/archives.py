@@ -108,8 +108,7 @@ def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
         pkg.problem = str(exc)
     if not pkg.problem:
         pkg.sha256 = sha256_of(pkg.path)
-        listed = indexed.get(pkg.filename)
-        if listed and listed != pkg.sha256:
+        if indexed.get(pkg.filename) not in (None, "", pkg.sha256):  # not listed, or listed without one: nothing to compare
             pkg.problem = "sha256 differs from the channel's repodata.json (file changed or truncated)"
 
 

@@ -162,7 +162,10 @@ def run(args: argparse.Namespace) -> int:
         except PipelineError as exc:
             raise PipelineError(target.explain_refusal(str(exc), unclear_may_be_auth=False)) from exc
         failure = publish(target, options, packages, outcomes)
-    report(outcomes)
+    for outcome in outcomes.values():  # the summary; what was never reached: not attempted
+        if outcome.result == "pending":
+            outcome.result = "not attempted"
+    print_summary(list(outcomes.values()))
     if failure:  # the one way a run that examined its packages fails: after the summary
         raise PipelineError(failure)
     uploaded, skipped = (sum(o.result == r for o in outcomes.values()) for r in ("uploaded", "skipped"))
@@ -178,14 +181,6 @@ def publish(target: Target, options: UploadOptions, packages: list[LocalPackage]
     failure = make_served(target, options, packages, outcomes) or failure
     uploaded = sum(o.result == "uploaded" for o in outcomes.values())
     return failure and f"{failure} ({uploaded} of {len(outcomes)} uploaded)"
-
-
-def report(outcomes: Outcomes) -> None:
-    """The summary table; what was never reached: not attempted."""
-    for outcome in outcomes.values():
-        if outcome.result == "pending":
-            outcome.result = "not attempted"
-    print_summary(list(outcomes.values()))
 
 
 def check_existing(target: Target, packages: list[LocalPackage], outcomes: Outcomes, skip: bool) -> str | None:
@@ -264,6 +259,4 @@ def wait_until_served(target: Target, packages: list[LocalPackage], timeout_s: f
             print(f"waiting for {len(pending)} package(s) to be listed in the channel's repodata")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 2, 5.0)
-    for pkg in pending:
-        problems[pkg.filename] = f"not listed in {target.repodata_url(pkg.subdir)} after {timeout_s:.0f}s"
-    return problems
+    return problems | {pkg.filename: f"not listed in {target.repodata_url(pkg.subdir)} after {timeout_s:.0f}s" for pkg in pending}
