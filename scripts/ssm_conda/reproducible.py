@@ -4,7 +4,7 @@ with the source's time (SOURCE_DATE_EPOCH, from recipe/shared/build-extension.sh
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import io
 import json
 import os
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import zstandard
+from filelock import AcquireReturnProxy, FileLock, Timeout
 
 from ssm_conda.channels import writable_dir
 from ssm_conda.console import UsageError
@@ -28,7 +29,7 @@ from ssm_conda.console import UsageError
 BUILD_ROOT_ENV = "SSM_CONDA_BUILD_ROOT"
 # Recorded in every package (its rendered recipe's host_prefix, work_dir): a rebuild uses the same folder, so
 # it must be one that any user on any machine can make.
-DEFAULT_BUILD_ROOT = Path("/tmp/ssm-conda-build")
+DEFAULT_BUILD_ROOT = Path("C:/bld/ssm-conda-build" if os.name == "nt" else "/tmp/ssm-conda-build")  # C:\bld: conda-forge's
 EPOCH_FILE = "source-date-epoch"  # what build-extension.sh writes beside the work folder
 ZSTD_LEVEL = 19  # conda-forge's; measured with `ssm-conda-dev bench-zstd`
 # rattler-build's build time: index.json (milliseconds) and the rendered recipe's build_configuration
@@ -50,18 +51,25 @@ def _refuse(root: Path, why: str) -> NoReturn:
                      "it: a rebuild needs the same path, docs/reproducible.md)")
 
 
-def _private(root: Path) -> int:
-    """`root` made (0700) or checked: this user's, no link on its path, no other user may write in it; its lock, opened."""
+def _held(root: Path) -> AcquireReturnProxy:
+    """`root` made (0700) or checked: this user's, no link on its path, no other user may write in it; its lock, held."""
     if root.resolve() != root:  # a link anywhere on the path: another user may point it elsewhere later
         _refuse(root, f"a symbolic link is on its path (it leads to {root.resolve()})")
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if (owner := root.lstat()).st_uid != os.geteuid():
+        if os.name == "posix" and (owner := root.lstat()).st_uid != os.geteuid():  # Windows keeps owners in ACLs
             _refuse(root, f"it belongs to another user (uid {owner.st_uid})")
-        if owner.st_mode & 0o022:
+        if os.name == "posix" and owner.st_mode & 0o022:
             _refuse(root, f"other users may write in it (mode {stat.S_IMODE(owner.st_mode):o})")
         root.chmod(0o700)  # nobody else reads what is built
-        return os.open(root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        if (root / ".lock").is_symlink():  # planted before the root was private: a lock would open what it points to
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+        lock = FileLock(root / ".lock", mode=0o600)  # flock, or msvcrt's lock on Windows
+        try:
+            return lock.acquire(timeout=0)
+        except Timeout:
+            print(f"waiting for another build or verify to finish with {root} ...", flush=True)
+            return lock.acquire()
     except OSError as exc:
         _refuse(root, f"cannot build there ({exc.strerror})")
 
@@ -69,9 +77,7 @@ def _private(root: Path) -> int:
 def clear(root: Path, keep: tuple[str, ...] = (".lock", "tmp")) -> None:
     """Everything in the build root `root` but `keep` removed, links themselves (never what they point to): before a
     build, what rattler-build left of the one before (its build folder, its output channel)."""
-    for entry in root.iterdir():
-        if entry.name in keep:
-            continue
+    for entry in (entry for entry in root.iterdir() if entry.name not in keep):
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
@@ -82,12 +88,7 @@ def clear(root: Path, keep: tuple[str, ...] = (".lock", "tmp")) -> None:
 def build_root(root: Path) -> Iterator[Path]:
     """`root` held by this process alone (its build folder has a fixed name), emptied before and after; every temporary
     file of the build (rattler-build's, ours) goes to its tmp/."""
-    with os.fdopen(_private(root), "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another build or verify to finish with {root} ...", flush=True)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with _held(root):
         clear(root, keep=(".lock",))
         (root / "tmp").mkdir()
         saved = os.environ.get("TMPDIR"), tempfile.tempdir

@@ -11,12 +11,8 @@ are compared: identical, or which files differ and how (build ID, timestamp, con
 from __future__ import annotations
 
 import argparse
-import io
 import os
-import re
 import shutil
-import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -35,14 +31,13 @@ from ssm_conda.channels import channel_repodata, check_archive, find_packages, s
 from ssm_conda.compiler_cache import CCACHE_ENV, add_no_cache, compiler_cache_dir, configure_compiler_cache
 from ssm_conda.console import Outcome, PipelineError, UsageError, print_summary
 from ssm_conda.contents import check_contents
-from ssm_conda.matrix import PLATFORMS, PlannedVariant, load_variant_files, plan, standin_overrides
-from ssm_conda.paths import choose_workspace, recipe_of, workspace
+from ssm_conda.matrix import PLATFORMS, TARGET_PLATFORM, PlannedVariant, builds_on, load_variant_files, plan, standin_overrides
+from ssm_conda.paths import recipe_of
 from ssm_conda.project import NAMES
 from ssm_conda.reproducible import BUILD_ROOT_ENV, build_root, chosen_root, clear, differing_files, repack
 from ssm_conda.selection import Selection
 
 RENDERED = "rendered_recipe.yaml"  # rattler-build's record of the build, in info/recipe beside the recipe's files
-REVISION = re.compile(r"\w[\w./~^@{}-]*")  # what git names a revision with; never an option
 RECORDED = {"recipe", "build_configuration", "finalized_dependencies", "finalized_sources", "system_tools"}
 
 
@@ -50,8 +45,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="+", metavar="PACKAGE_OR_DIR",
                         help=".conda files (built here or downloaded from a channel), or folders of them")
     options.add_channels(parser, "a channel the packages were built from: each build and host package must be one it lists")
-    parser.add_argument("--revision", metavar="REV", help="rebuild from the recipe/ and variants/ of this git revision of "
-                        "the checkout (a commit, tag or branch; default: the files as they are)")
     add_no_cache(parser, "rebuild")
 
 
@@ -61,7 +54,6 @@ class VerifyOptions:
     channels: tuple[str, ...]
     compiler_cache: Path | None  # None: --no-cache
     build_root: Path  # this machine's: a package built in another folder is rebuilt only when the user names it
-    revision: str | None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> VerifyOptions:
@@ -70,22 +62,8 @@ class VerifyOptions:
         packages = tuple(p for p in find_packages(args.packages) if p.name.endswith(".conda"))
         if not packages:
             raise UsageError(f"no .conda package in {' '.join(args.packages)}")
-        if args.revision is not None and not REVISION.fullmatch(args.revision):
-            raise UsageError(f"--revision {args.revision!r}: not a git revision (a commit, tag or branch name)")
         return cls(packages, options.channels(args.channel),
-                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ), args.revision)
-
-
-def check_out(revision: str, into: Path) -> Path:
-    """recipe/ and variants/ of a git revision of the workspace, written into `into`: a workspace of their own."""
-    archive = subprocess.run(["git", "-C", str(workspace()), "archive", "--format=tar", revision, "recipe", "variants"],
-                             capture_output=True)
-    if archive.returncode:
-        why = (archive.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[-1]
-        raise UsageError(f"--revision {revision}: {why} (in {workspace()})")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
-    return into
+                   None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV)), chosen_root(environ))
 
 
 def _files(root: Path, follow_links: bool) -> dict[str, bytes]:
@@ -159,6 +137,8 @@ def recorded(path: Path, verify: VerifyOptions, scratch: Path) -> tuple[Path, In
     if index.subdir not in PLATFORMS or not (recipe := into / "info" / "recipe" / RENDERED).is_file():
         raise UsageError(f"{path}: it records no rendered recipe for {', '.join(PLATFORMS)} (built without its recipe?), "
                          "so it cannot be rebuilt")
+    if (where := builds_on(index.subdir)) != builds_on(TARGET_PLATFORM):
+        raise UsageError(f"{path}: a {index.subdir} package is rebuilt on {where}, where its compilers run")
     if differ := recipe_differences(recipe.parent, recipe_of(name).parent):
         more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
         raise UsageError(f"{path}: its recipe is not this checkout's ({', '.join(differ[:5])}{more} differ); check out "
@@ -210,8 +190,6 @@ def run(args: argparse.Namespace) -> int:
     verify = VerifyOptions.from_args(args, os.environ)
     # its scratch folders lie in the build root's tmp/, as rattler-build's do
     with build_root(verify.build_root) as root, tempfile.TemporaryDirectory(prefix="verify-") as scratch:
-        if verify.revision:
-            choose_workspace(check_out(verify.revision, Path(scratch) / "checkout"))
         # every package read and checked before anything is rebuilt
         checked = [recorded(path, verify, Path(scratch) / str(i)) for i, path in enumerate(verify.packages)]
         repodata = channel_repodata(verify.channels, sorted({index.subdir for _, index, _ in checked} | {"noarch"}))

@@ -39,6 +39,8 @@ def build(*args: str) -> tuple[str, ...]:
 
 
 CASES = [
+    Case("build-windows-packages-on-linux", ("build", *ONE, "--target-platform", "win-64", "--output-dir", "{tmp}/out"),
+         "--target-platform win-64: its packages build on Windows only (conda-forge's compilers for it run there)"),
     Case("build-output-dir-is-a-file", ("build", *ONE, "--output-dir", "{tmp}/out"), "out is not a directory",
          setup=file("out")),
     Case("build-output-dir-under-a-file", ("build", *ONE, "--output-dir", "{tmp}/out/channel"), "out is not a directory",

@@ -57,7 +57,14 @@ def test_plan_renders_another_platform(capsys, platform, archs):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:-1]]
     assert [(row[0], row[5]) for row in rows] == [("causal-conv1d", archs), ("mamba-ssm", archs)]
     assert cli.main(["plan", "--target-platform", "osx-arm64"]) == 2
-    assert "invalid choice: 'osx-arm64' (choose from 'linux-64', 'linux-aarch64')" in capsys.readouterr().err
+    assert "invalid choice: 'osx-arm64' (choose from 'linux-64', 'linux-aarch64', 'win-64')" in capsys.readouterr().err
+
+
+def test_plan_renders_windows_causal_conv1d_alone(capsys):
+    """mamba-ssm's recipe skips win-64 (triton), and CUDA 12.9 has no Windows line (tests/recipe/test_windows.py)."""
+    assert cli.main(["plan", "--python", "3.12", "--torch", "2.13", "--generation", "sm90", "--target-platform", "win-64"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert [(row[0], row[1], row[5]) for row in rows] == [("causal-conv1d", "13.0", "9.0+PTX")]
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ per package; a package that is not the checkout's build runs nothing. (Bad input
 packages: tests/test_end_to_end.py.)"""
 
 import shutil
-import subprocess
 
 import pytest
 from ssm_conda import cli
@@ -118,22 +117,3 @@ def test_a_payload_the_recipe_does_not_make_is_refused(tmp_path, capsys, verify)
     assert verify(crafted) == 2
     assert "depends on evil-package" in capsys.readouterr().err
 
-
-def commit(checkout, message):
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
-        subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True)
-
-
-def test_a_package_of_an_earlier_revision_is_rebuilt_from_that_revision(tmp_path, capsys, verify):
-    """The checkout moved on (another build script): --revision takes the recipe the package was built from."""
-    checkout = tiny_checkout(tmp_path / "checkout")
-    commit(checkout, "the release")
-    built = build_tiny(tmp_path / "root", tmp_path / "out")
-    (checkout / "recipe/causal-conv1d/build.sh").write_text("echo the next release\n")
-    commit(checkout, "the next release")
-    assert verify(built) == 2
-    assert "its recipe is not this checkout's (build.sh differ)" in capsys.readouterr().err
-    assert verify(built, "--revision", "HEAD~1") == 0
-    assert " identical " in capsys.readouterr().out
-    assert verify(built, "--revision", "no-such-tag") == 2
-    assert capsys.readouterr().err.startswith("error: --revision no-such-tag: fatal: not a valid object name")

@@ -23,6 +23,7 @@ from ssm_conda.console import UsageError, user_path
 from ssm_conda.doctor.advice import advise, default_package
 from ssm_conda.doctor.facts import Probes, gather_facts
 from ssm_conda.doctor.report import render_text, to_json
+from ssm_conda.doctor.rules import note
 from ssm_conda.matrix import generation_gates, load_variant_files, rendered_recipe
 from ssm_conda.paths import workspace
 from ssm_conda.project import NAMES
@@ -77,9 +78,14 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
         for error in facts.driver.errors:
             print(f"  {error}", file=sys.stderr)
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
-    packages = doctor.packages or (default_package(facts),)
-    versions = {p: str(rendered_recipe(p)["package"]["version"]) for p in packages}
+    # the packages this platform has (a recipe's build.skip leaves some out: mamba-ssm on Windows needs triton); a note
+    # below names the others, asked for or not
+    here = [p for p in NAMES if any(generation_gates(f, p, facts.platform) for f in files)]
+    packages = [p for p in doctor.packages or (default_package(facts),) if p in here] or here[:1]
+    versions = {p: str(rendered_recipe(p, facts.platform)["package"]["version"]) for p in packages}
     gates = {f.cuda: generation_gates(f, packages[0], facts.platform) for f in files}
     advice = advise(facts, files, versions, doctor.channels, packages, gates)
+    advice.findings += [note("not-on-platform", f"{p} has no {facts.platform} package (its recipe skips the platform): "
+                             f"{', '.join(here)} only") for p in NAMES if p not in here]
     print(json.dumps(to_json(facts, advice), indent=2) if doctor.json else render_text(facts, advice))
     return 0

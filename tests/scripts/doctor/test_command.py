@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ssm_conda import cli
 from ssm_conda.doctor import command
-from ssm_conda.doctor.facts import InterpreterInfo, Probes, gather_facts
+from ssm_conda.doctor.facts import InstalledDist, InterpreterInfo, Probes, gather_facts
 from ssm_conda.doctor.report import SCHEMA
 from ssm_conda.machine import DriverInfo, GpuInfo
 from ssm_conda.matrix import load_variant_files
@@ -125,7 +125,7 @@ def test_the_version_installed_is_what_the_recipe_renders_to(monkeypatch, capsys
     assert command.run(cli.parse_args(["doctor", "--package", "causal-conv1d", "--package", "mamba-ssm"]),
                        probes=NO_GPU_PROBES) == 0
     assert '"causal-conv1d=1.7.0=cuda' in (out := capsys.readouterr().out) and '"mamba-ssm=2.3.2.post1=cuda' in out
-    monkeypatch.setattr(command, "rendered_recipe", lambda package: {"package": {"version": "9.9.9"}})
+    monkeypatch.setattr(command, "rendered_recipe", lambda package, platform: {"package": {"version": "9.9.9"}})
     assert command.run(cli.parse_args(["doctor", "--package", "mamba-ssm"]), probes=NO_GPU_PROBES) == 0
     assert '"mamba-ssm=9.9.9=cuda' in capsys.readouterr().out
 
@@ -163,6 +163,25 @@ def test_an_aarch64_machine_gets_the_aarch64_build(platform, gpu, generation, ar
     label = "all-architecture" if generation == "all" else generation
     assert f"the {label} build ({archs}) is this machine's" in " ".join(data["advice"]["notes"])
     assert not [w for w in data["advice"]["warnings"] if w["code"] == "arch-not-packaged"]
+
+
+@pytest.mark.parametrize("installed", [("causal-conv1d",), ("causal-conv1d", "mamba-ssm")])
+def test_on_windows_it_says_only_causal_conv1d_has_a_package(capsys, installed) -> None:
+    """mamba-ssm's recipe skips win-64 (triton): the advice is causal-conv1d's CUDA 13.0 build, and a note says why
+    mamba-ssm (installed, or asked for by --package) has none."""
+    dists = {name.replace("-", "_"): InstalledDist("1.0", installer="pip") for name in installed}
+    probes = Probes(driver=lambda: driver("13.0", gpus=[GpuInfo(0, "NVIDIA H100", "9.0")]), environ={},
+                    interpreter=lambda exe, _imp: InterpreterInfo(executable=exe, version="3.12.1", prefix="/nowhere", **dists),
+                    conda_records=lambda _prefix: {}, platform="win-64")
+    assert command.run(cli.parse_args(["doctor", "--json"]), probes=probes) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["facts"]["platform"], data["advice"]["cuda"]) == ("win-64", "13.0")
+    assert "mamba-ssm has no win-64 package (its recipe skips the platform): causal-conv1d only" in data["advice"]["notes"]
+    install = data["advice"]["install"][-1]  # after a pip uninstall of what pip installed
+    assert '"causal-conv1d=1.7.0=cuda130*py312*"' in install and "mamba-ssm" not in install
+    assert command.run(cli.parse_args(["doctor", "--json", "--package", "mamba-ssm"]), probes=probes) == 0
+    asked = json.loads(capsys.readouterr().out)["advice"]
+    assert asked["install"] == data["advice"]["install"] and asked["notes"] == data["advice"]["notes"]
 
 
 def test_a_local_channel_is_printed_absolute_and_quoted(tmp_path: Path, monkeypatch, capsys) -> None:
