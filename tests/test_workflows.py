@@ -38,12 +38,13 @@ REPOSITORY = "mamba-kernels/causal-conv1d-conda"
 
 
 def event(name: str, ref: str = "refs/heads/main", inputs: dict | None = None, variables: dict | None = None,
-          needs: dict | None = None, head: str = REPOSITORY) -> dict:
-    """`head`: the repository a pull request's branch lives in (a fork's for a fork's pull request)."""
+          needs: dict | None = None, head: str = REPOSITORY, os: str = "Linux") -> dict:
+    """`head`: the repository a pull request's branch lives in (a fork's for a fork's pull request); `os`: the
+    runner's (runner.os: Linux, or Windows for win-64's jobs)."""
     pull = {"pull_request": {"head": {"repo": {"full_name": head}}}} if name.startswith("pull_request") else {}
     return {"github": {"event_name": name, "ref": ref, "ref_type": "tag" if ref.startswith("refs/tags/") else "branch",
                        "repository": REPOSITORY, "event": pull},
-            "inputs": inputs or {}, "vars": variables or {}, "needs": needs or {}}
+            "inputs": inputs or {}, "vars": variables or {}, "needs": needs or {}, "runner": {"os": os}}
 
 
 def runs(job: dict, context: dict) -> bool:
@@ -141,17 +142,22 @@ def test_the_build_job_runs_what_ci_tests():
     """`pixi run build` is `ssm-conda build`, with the selectors the end-to-end test passes it."""
     (step,) = [s for s in BUILD["jobs"]["build"]["steps"] if "pixi run build" in s.get("run", "")]
     assert step["run"] == ('pixi run build --target-platform "$TARGET_PLATFORM" --cuda "$CUDA" --torch "$TORCH" '
-                           '--generation "$GENERATION"')
+                           '--generation "$GENERATION" ${ONLY_PYTHON:+--python "$ONLY_PYTHON"}')
     assert tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["tasks"]["build"]["cmd"] == "ssm-conda build"
     end_to_end = (REPO_ROOT / "tests" / "test_end_to_end.py").read_text()
     assert '"--cuda", CUDA' in end_to_end and '"--torch", TORCH, "--generation", GENERATION' in end_to_end
     assert '["--target-platform", target_platform]' in end_to_end  # test_end_to_end_aarch64.py's cross builds
-    job = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda_dev", "ci-matrix"], capture_output=True, text=True,
-                                    check=True).stdout)["include"][0]
-    args = cli.parse_args(["build", "--target-platform", job["platform"], "--cuda", job["cuda"], "--torch", job["torch"],
-                           "--generation", job["generation"]])
-    assert (args.target_platform, args.cuda, args.torch, args.generation) == (
-        job["platform"], job["cuda"], job["torch"], [job["generation"]])
+    included = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda_dev", "ci-matrix"], capture_output=True,
+                                         text=True, check=True).stdout)["include"]
+    one_python = next(j for j in included if j["python"])  # a Windows job split per Python: --python X.Y
+    for job in (included[0], one_python):
+        # what bash makes of ${ONLY_PYTHON:+--python "$ONLY_PYTHON"}: nothing for a job of every Python
+        python = ["--python", job["python"]] if job["python"] else []
+        args = cli.parse_args(["build", "--target-platform", job["platform"], "--cuda", job["cuda"], "--torch",
+                               job["torch"], "--generation", job["generation"], *python])
+        assert (args.target_platform, args.cuda, args.torch, args.generation, args.python) == (
+            job["platform"], job["cuda"], job["torch"], [job["generation"]], job["python"] or None)
+    assert BUILD["jobs"]["build"]["env"]["ONLY_PYTHON"] == "${{ matrix.python }}"
 
 
 def test_the_compiler_cache_is_kept_from_main_and_never_reaches_a_release():
@@ -159,7 +165,7 @@ def test_the_compiler_cache_is_kept_from_main_and_never_reaches_a_release():
     restore, save = steps["Restore the compiler cache"], steps["Save the compiler cache"]
     assert restore["with"]["restore-keys"] == "ccache-${{ matrix.name }}-"  # the newest of this job: a recipe change hits
     assert save["with"]["key"] == restore["with"]["key"] and save["with"]["path"] == restore["with"]["path"]
-    build_step = steps["Build causal-conv1d and mamba-ssm for every Python"]
+    build_step = steps["Build the job's packages for its Pythons"]
     assert build_step["env"]["SSM_CONDA_CCACHE_DIR"] == restore["with"]["path"]
     for context, restores, saves in [
         (event("push"), True, True),
@@ -170,11 +176,64 @@ def test_the_compiler_cache_is_kept_from_main_and_never_reaches_a_release():
         assert (runs(restore, context), runs(save, context)) == (restores, saves), context["github"]
 
 
+def test_windows_jobs_run_on_windows_runners_as_conda_forges_do():
+    """win-64's jobs (ci-matrix's runner windows-2022) get the symlinks, the disk and the download cache; the Linux-only
+    steps stay Linux's; both build with the same command and upload the same artifact, so publishing takes them all."""
+    build = BUILD["jobs"]["build"]
+    assert build["runs-on"] == "${{ matrix.runner }}" and build["timeout-minutes"] == 360
+    assert build["defaults"]["run"]["shell"] == "bash"  # Git Bash on Windows: the one script for both
+    included = json.loads(subprocess.run([sys.executable, "-m", "ssm_conda_dev", "ci-matrix"], capture_output=True,
+                                         text=True, check=True).stdout)["include"]
+    assert {(j["platform"], j["runner"]) for j in included} == {
+        ("linux-64", "ubuntu-24.04"), ("linux-aarch64", "ubuntu-24.04"), ("win-64", "windows-2022")}
+    steps = build["steps"]
+    names = [s.get("name", s.get("uses", "")) for s in steps]
+    checkout = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/checkout@"))
+    symlinks = names.index("Check out symlinks as links (Windows)")
+    assert symlinks < checkout and steps[symlinks]["run"] == "git config --global core.symlinks true"
+    windows, linux = event("push", os="Windows"), event("push")
+    only = {name: (runs(s, linux), runs(s, windows)) for name, s in zip(names, steps, strict=True)}
+    assert only["Check out symlinks as links (Windows)"] == (False, True)
+    assert only["Free disk space (the CUDA compiler and CUDA pytorch are large)"] == (True, False)
+    free = next(s for s in steps if s.get("name", "").startswith("Free disk space on C:"))
+    assert "rm -rf C:/hostedtoolcache/windows C:/Android" in free["run"]  # conda-forge's free_disk_space.sh
+    assert 'echo "RATTLER_CACHE_DIR=C:/rattler" >> "$GITHUB_ENV"' in free["run"]
+    assert only[free["name"]] == (False, True)
+    for step in ("Restore the compiler cache", "Save the compiler cache"):
+        assert only[step] == (True, False)
+    for step in ("Restore rattler's package cache (Windows)", "Save rattler's package cache (Windows)"):
+        assert only[step] == (False, True)
+    common = [name.split("@")[0] for name, ran in only.items() if ran == (True, True)]
+    assert common == ["actions/checkout", "prefix-dev/setup-pixi", "Build the job's packages for its Pythons",
+                      "actions/upload-artifact"]
+    upload = steps[-1]
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["with"]["path"] == "output/*/*.conda"
+    assert upload["with"]["name"] == "packages-${{ matrix.name }}"  # the upload job downloads packages-*: win-64's too
+
+
+def test_windows_keeps_rattlers_package_cache_from_main_and_never_for_a_release():
+    steps = {s.get("name", ""): s for s in BUILD["jobs"]["build"]["steps"]}
+    restore, save = steps["Restore rattler's package cache (Windows)"], steps["Save rattler's package cache (Windows)"]
+    assert restore["with"]["path"] == save["with"]["path"] == "C:/rattler"
+    assert save["with"]["key"] == restore["with"]["key"]
+    assert restore["with"]["restore-keys"] == restore["with"]["key"].removesuffix("${{ github.run_id }}")
+    assert "matrix.generation" not in restore["with"]["key"]  # one per (platform, CUDA, pytorch): the generations share it
+    for context, restores, saves in [
+        (event("push", os="Windows"), True, True),
+        (event("pull_request", "refs/pull/7/merge", os="Windows"), True, False),
+        (event("push", "refs/tags/v1.7.0", os="Windows"), False, False),
+        (event("workflow_dispatch", "refs/heads/feature", os="Windows"), True, False),
+        (event("push"), False, False),  # Linux keeps its compiler cache instead
+    ]:
+        assert (runs(restore, context), runs(save, context)) == (restores, saves), context["github"]
+
+
 def test_the_gpu_job_is_off_unless_switched_on():
     gpu = BUILD["jobs"]["gpu-test"]
     assert BUILD[ON]["workflow_dispatch"]["inputs"]["gpu-tests"]["default"] is False
     assert {"self-hosted", "gpu"} <= set(gpu["runs-on"])
     assert gpu["steps"][-1]["run"] == "pixi run -e gpu gpu-test"
+    assert gpu["steps"][-2]["run"] == "rm -rf output/win-64"  # a Linux runner: win-64's packages cannot be tested there
     assert tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["feature"]["gpu"]["tasks"]["gpu-test"]["cmd"] == \
         "ssm-conda-dev gpu-test output"
     assert not runs(gpu, event("push"))

@@ -114,7 +114,9 @@ class BuildOptions:
             raise UsageError(f"--target-platform {plan_options.target_platform}: its packages build on {where} only "
                              f"(conda-forge's compilers for it run there), not on this {TARGET_PLATFORM} machine")
         output_dir = writable_dir(options.output_folder(args.output_dir), "--output-dir")
-        rattler_cache = Path(environ.get("RATTLER_CACHE_DIR") or Path.home() / ".cache" / "rattler" / "cache")
+        # where rattler keeps it: $RATTLER_CACHE_DIR, else the user's cache folder (%LOCALAPPDATA% on Windows)
+        user_cache = Path(environ.get("LOCALAPPDATA") or environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        rattler_cache = Path(environ.get("RATTLER_CACHE_DIR") or user_cache / "rattler" / "cache")
         return cls(plan_options, output_dir, args.skip_existing, args.test,
                    None if args.no_cache else compiler_cache_dir(environ.get(CCACHE_ENV), output_dir), rattler_cache / "pkgs",
                    chosen_root(environ))

@@ -14,7 +14,7 @@ def variants_copy(context: Context) -> None:
 
 def channel(context: Context) -> None:
     """An empty indexed channel: it has no pytorch at all."""
-    for subdir in ("linux-64", "linux-aarch64", "noarch"):
+    for subdir in ("linux-64", "linux-aarch64", "win-64", "noarch"):
         (context.tmp / "channel" / subdir).mkdir(parents=True)
         (context.tmp / "channel" / subdir / "repodata.json").write_text(f'{{"info": {{"subdir": "{subdir}"}}, "packages": {{}}}}')
     variants_copy(context)

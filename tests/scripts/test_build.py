@@ -136,6 +136,11 @@ def test_options_are_resolved_once_from_the_arguments_and_the_environment(tmp_pa
     assert default.output_dir == REPO_ROOT / "output" and default.plan.channels == ("conda-forge",)
     assert default.plan.variants_dir == VARIANTS_DIR and default.plan.target_platform == TARGET_PLATFORM
     assert default.build_root == Path("/tmp/ssm-conda-build")  # recorded in the packages: the same for everyone
+    assert default.package_cache == Path.home() / ".cache" / "rattler" / "cache" / "pkgs"
+    # rattler's own folder for it: the XDG cache, or Windows' %LOCALAPPDATA% (the CI's Windows jobs set neither)
+    for variable in ("XDG_CACHE_HOME", "LOCALAPPDATA"):
+        chosen = build_options(cli.parse_args(["build"]), {variable: str(tmp_path / variable)})
+        assert chosen.package_cache == tmp_path / variable / "rattler" / "cache" / "pkgs"
 
 
 def options_for(tmp_path, channels=("conda-forge",), skip_existing=False) -> build.BuildOptions:  # noqa: ANN001

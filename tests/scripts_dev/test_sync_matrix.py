@@ -1,5 +1,5 @@
 """ssm-conda-dev sync-matrix against a local channel shaped like conda-forge's pytorch records: CPU and
-CUDA builds, several CUDA versions, both linux platforms, read through py-rattler."""
+CUDA builds, several CUDA versions, both linux platforms and win-64, read through py-rattler."""
 
 from __future__ import annotations
 
@@ -31,15 +31,20 @@ BUILDS = {
     "2.15.0": ["cuda130_generic_py312_h9999999_0"],
 }
 ONLY_X86 = {"2.15.0"}  # not built for linux-aarch64 yet
+# win-64 has linux-64's builds but no CUDA 12.9 one: the recipes render no win-64 variant of CUDA 12.9, so none is asked for
 
 
-def conda_forge_like(root: Path) -> Path:
-    for subdir in ("linux-64", "linux-aarch64", "noarch"):
+def conda_forge_like(root: Path, not_on_windows: frozenset[str] = frozenset()) -> Path:
+    for subdir in ("linux-64", "linux-aarch64", "win-64", "noarch"):
         packages = {}
         for version, builds in BUILDS.items():
             if subdir == "noarch" or (subdir == "linux-aarch64" and version in ONLY_X86):
                 continue
+            if subdir == "win-64" and version in not_on_windows:
+                continue
             for build in builds:
+                if subdir == "win-64" and build.startswith("cuda129_"):
+                    continue
                 packages[f"pytorch-{version}-{build}.conda"] = record(version, build, subdir)
         (root / subdir).mkdir(parents=True)
         (root / subdir / "repodata.json").write_text(json.dumps({"info": {"subdir": subdir}, "packages": {},
@@ -91,6 +96,23 @@ def test_dry_run_writes_nothing(setup, capsys):
     assert "dry run: nothing written" in capsys.readouterr().out
 
 
+def test_only_the_platforms_the_recipes_render_a_file_for_count(setup, tmp_path, capsys):
+    """win-64 counts for CUDA 13.0 (causal-conv1d renders it there) and not for 12.9 (its build.skip): a minor missing
+    on win-64 leaves 13.0's list and stays in 12.9's, and no win-64 CUDA 12.9 build is asked for."""
+    _, variants = setup
+    channel = conda_forge_like(tmp_path / "no-2.11-on-windows", not_on_windows=frozenset({"2.11.0"}))
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]) == 0
+    assert torches(variants) == {"12.9": ["2.10", "2.11", "2.13"], "13.0": ["2.10", "2.12", "2.13"]}
+    out = capsys.readouterr().out
+    assert "dropped 2.11 (no CUDA 13.0 build on linux-64, linux-aarch64, win-64)" in out
+    assert "dropped 2.12 (no CUDA 12.9 build on linux-64, linux-aarch64)" in out
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--target-platform",
+                     "win-64", "--oldest", "2.10", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "variants/cuda129.yaml: the recipes render no variant of it on win-64 (left as is)" in out
+    assert "variants/cuda130.yaml: pytorch 2.10, 2.12, 2.13 -> 2.10, 2.12, 2.13, 2.15; added 2.15" in out
+
+
 @pytest.mark.parametrize(
     ("extra", "status", "message"),
     [
@@ -111,7 +133,7 @@ def test_bad_input_is_one_line_and_writes_nothing(setup, capsys, extra, status, 
 def test_a_channel_without_pytorch_changes_nothing(setup, tmp_path, capsys):
     _, variants = setup
     empty = tmp_path / "empty"
-    for subdir in ("linux-64", "linux-aarch64", "noarch"):
+    for subdir in ("linux-64", "linux-aarch64", "win-64", "noarch"):
         (empty / subdir).mkdir(parents=True)
         (empty / subdir / "repodata.json").write_text(json.dumps({"info": {"subdir": subdir}, "packages": {}}))
     assert cli.main(["sync-matrix", "--channel", str(empty), "--variants-dir", str(variants)]) == 1
