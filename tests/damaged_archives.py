@@ -72,6 +72,21 @@ def our_files(files: Path, variant: PlannedVariant, text: str = "") -> Path:
     return files
 
 
+def windows_package(tmp: Path, variant: PlannedVariant, extension: str = "causal_conv1d_cuda.cp312-win_amd64.pyd") -> Path:
+    """A win-64 build of causal-conv1d `variant` (Python 3.12), in small: Lib/site-packages with a .pyd, its test files,
+    depends the recipe's run requirements and the run exports of vs2022, CUDA, Python and pytorch."""
+    files = tmp / "win-files"
+    for path in ("Lib/site-packages/causal_conv1d/__init__.py", "Lib/site-packages/causal_conv1d-1.7.0.dist-info/METADATA",
+                 f"Lib/site-packages/{extension}", "etc/conda/test-files/causal-conv1d/test_import.py"):
+        (files / path).parent.mkdir(parents=True, exist_ok=True)
+        (files / path).write_text("ours\n")
+    depends = [*variant.rendered.recipe.requirements.run, "vc >=14.3,<15", "vc14_runtime >=14.44.35208", "ucrt >=10.0.20348.0",
+               "cuda-version >=13.0,<14", "cuda-arch >=9.0", "python_abi 3.12.* *_cp312", "pytorch >=2.13.0,<2.14.0a0",
+               "libtorch >=2.13.0,<2.14.0a0"]
+    return Path(assemble_package(variant.package, "1.7.0", "win-64", variant.build_string, tmp / "win-out", files_dir=files,
+                                 depends=depends).path)
+
+
 def build_package(out: Path, name: str, version: str, build: str, subdir: str = "linux-64", noarch: str | None = None,
                   text: str = "") -> Path:
     """A real package made by rattler-build's assembler into `out`: share/NAME/id.txt, no dependencies.

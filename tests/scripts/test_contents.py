@@ -12,7 +12,7 @@ from ssm_conda.channels import check_archive
 from ssm_conda.contents import check_contents
 from ssm_conda.matrix import PlannedVariant
 
-from tests.damaged_archives import our_files, rendered_variant, run_exports
+from tests.damaged_archives import our_files, rendered_variant, run_exports, windows_package
 
 VARIANT = ("13.0", "3.12", "2.13", "sm90")
 # index.json's depends of real builds (CUDA 13.0, sm90, built with gcc 12 before variants/ moved to 15), as
@@ -105,15 +105,6 @@ def test_another_packages_variant_is_refused(tmp_path):
         check_contents(tmp_path / "unpacked", index, rendered_variant(*VARIANT, "mamba-ssm"))
 
 
-def windows_files(files: Path, extension: str = "causal_conv1d_cuda.cp312-win_amd64.pyd") -> Path:
-    """What a win-64 build of causal-conv1d installs, in small: Lib/site-packages, a .pyd, its test files."""
-    for path in ("Lib/site-packages/causal_conv1d/__init__.py", "Lib/site-packages/causal_conv1d-1.7.0.dist-info/METADATA",
-                 f"Lib/site-packages/{extension}", "etc/conda/test-files/causal-conv1d/test_import.py"):
-        (files / path).parent.mkdir(parents=True, exist_ok=True)
-        (files / path).write_text("ours\n")
-    return files
-
-
 @pytest.mark.parametrize(("extension", "refused"), [
     ("causal_conv1d_cuda.cp312-win_amd64.pyd", None),
     ("causal_conv1d_cuda.cpython-312-x86_64-linux-gnu.so",
@@ -123,12 +114,7 @@ def test_a_windows_package_holds_lib_site_packages_and_a_pyd(tmp_path, extension
     """win-64's layout: Lib/site-packages (no Python version in it) and .pyd extensions; its run exports are the vs2022
     runtime's (vc, vc14_runtime, ucrt) besides CUDA's, Python's and pytorch's."""
     variant = rendered_variant("13.0", "3.12", "2.13", "sm90", platform="win-64")
-    depends = [*variant.rendered.recipe.requirements.run, "vc >=14.3,<15", "vc14_runtime >=14.44.35208", "ucrt >=10.0.20348.0",
-               "cuda-version >=13.0,<14", "cuda-arch >=9.0", "python_abi 3.12.* *_cp312", "pytorch >=2.13.0,<2.14.0a0",
-               "libtorch >=2.13.0,<2.14.0a0"]
-    out = assemble_package(variant.package, "1.7.0", "win-64", variant.build_string, tmp_path / "out",
-                           files_dir=windows_files(tmp_path / "files", extension), depends=depends)
-    index = check_archive(Path(out.path), tmp_path / "unpacked")
+    index = check_archive(windows_package(tmp_path, variant, extension), tmp_path / "unpacked")
     if refused is None:
         check_contents(tmp_path / "unpacked", index, variant)
     else:

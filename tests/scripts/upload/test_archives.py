@@ -20,7 +20,17 @@ from ssm_conda.selection import Selection
 from ssm_conda.upload import archives
 
 from tests.bad_input.upload import DAMAGE_ERRORS
-from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, empty, foreign_package, parts, rendered_name
+from tests.damaged_archives import (
+    DAMAGES,
+    FOREIGN_NAMES,
+    build_package,
+    empty,
+    foreign_package,
+    parts,
+    rendered_name,
+    rendered_variant,
+    windows_package,
+)
 
 ENV = {"PREFIX_API_KEY": "pfx-secret-123"}
 
@@ -125,6 +135,19 @@ def test_a_link_inside_the_folder_is_uploaded_once(upload_cli, fake_server, caps
     (channel / "noarch" / "link.conda").symlink_to(channel / "linux-64" / built[0].name)
     assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 0
     assert "dry run: 3 package(s)" in capsys.readouterr().out
+
+
+def test_a_windows_package_is_sent_with_the_rest(upload_cli, capsys, channel, tmp_path):
+    """win-64's causal-conv1d (Lib/site-packages, a .pyd, vs2022's run exports) passes the pre-check as the CI's Windows
+    jobs build it; mamba-ssm has no win-64 variant, so one is refused."""
+    package = windows_package(tmp_path, rendered_variant("13.0", "3.12", "2.13", "sm90", platform="win-64"))
+    (channel / "win-64").mkdir()
+    shutil.copy2(package, channel / "win-64")
+    assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 0
+    assert "https://prefix.dev/c/win-64/causal-conv1d-1.7.0-cuda130_py312_torch213_sm90_h" in capsys.readouterr().out
+    shutil.copy2(package, channel / "win-64" / package.name.replace("causal-conv1d-1.7.0", "mamba-ssm-2.3.2.post1"))
+    assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 2
+    assert "mamba-ssm-2.3.2.post1-cuda130_py312_torch213_sm90" in capsys.readouterr().err
 
 
 def test_precheck_rejects_renamed_and_misplaced_files(channel, built):
