@@ -49,6 +49,7 @@ def cached_debs(context: Context) -> None:
 
 STANDIN = ("standin", "--output-dir", "{tmp}/channel", "--offline")
 CASES = [
+    Case("standin-win-64", (*STANDIN, "--target-platform", "win-64"), "--target-platform win-64: no stand-in repacks", dev=True),
     Case("standin-random-bytes-wheel", (*STANDIN, "--wheel-dir", "{tmp}/wheels"),
          f"{TORCH}: not a readable wheel (File is not a zip file); delete it or replace it",
          setup=torch_wheel("wheels", os.urandom(4096)), dev=True),

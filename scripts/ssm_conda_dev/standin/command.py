@@ -106,6 +106,9 @@ def options(args: argparse.Namespace) -> StandinOptions:
         raise UsageError("--torch-wheel and --torch-installed exclude each other")
     if args.threads < 1:
         raise UsageError(f"--threads {args.threads}: must be at least 1")
+    if args.target_platform == "win-64":  # Windows' binaries are neither this machine's nor in Linux wheels
+        raise UsageError("--target-platform win-64: no stand-in repacks Windows' packages here; linux-64 and linux-aarch64 "
+                         "have one (tests/win64_records.yaml is win-64's, metadata only)")
     rebuild = rebuild_names(args.rebuild)
     check_patchelf()
     dirs = [Path(d).expanduser() for d in args.wheel_dir]
