@@ -108,3 +108,15 @@ def test_missing_nvcc_is_a_clear_error_not_a_name_error(patched, stub_path):
 
 def test_unpatched_setup_without_nvcc_dies_with_name_error(unpatched, stub_path):
     assert "NameError" in run_setup(unpatched, stub_path, "")["error"]
+
+
+@with_nvcc("13.0")
+def test_torch_chooses_the_cxx_standard(patched, stub_path, nvcc):
+    """torch 2.14's headers refuse C++ below 20, and its cpp_extension passes the standard they need. Upstream's CUDA
+    branch names none (its -std=c++17 is the ROCm branch's), so causal-conv1d needs no patch for it: mamba-ssm's
+    0006-let-torch-choose-the-cxx-standard.patch removes the CUDA branch's there."""
+    result = run_setup(patched, stub_path, nvcc.cuda_home)
+    for compiler in ("cxx", "nvcc"):
+        assert not [a for a in result[compiler] if a.startswith("-std=")], compiler
+    source = (patched / "setup.py").read_text()
+    assert source.count("-std=c++17") == 2 and source.index("-std=c++17") < source.index("    else:\n        extra_compile_args")
