@@ -309,5 +309,39 @@ def test_the_matrix_follows_conda_forge_weekly_through_a_pull_request():
     assert SYNC[ON]["schedule"][0]["cron"] and "workflow_dispatch" in SYNC[ON]
     steps = SYNC["jobs"]["sync"]["steps"]
     assert any(s.get("run") == "pixi run ssm-conda-dev sync-matrix" for s in steps)
-    assert steps[-1]["uses"].startswith("peter-evans/create-pull-request@")
-    assert SYNC["jobs"]["sync"]["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert steps[-2]["uses"].startswith("peter-evans/create-pull-request@") and steps[-2]["id"] == "pr"
+    assert SYNC["jobs"]["sync"]["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "write"}
+
+
+def sync_step(operation: str) -> dict:
+    return {**event("schedule"), "steps": {"pr": {"outputs": {"pull-request-operation": operation}}}}
+
+
+def test_the_sync_pull_request_gets_a_build_run_by_dispatch():
+    """Events made with GITHUB_TOKEN start no workflow, workflow_dispatch excepted: the sync job dispatches build.yml
+    on the pull request's branch with that token, whenever it opened or updated the pull request."""
+    pull, build = SYNC["jobs"]["sync"]["steps"][-2:]
+    assert "token" not in pull["with"]  # the default token: its pull request alone would start nothing
+    assert build["run"].split(" # ")[0] == f'gh workflow run build.yml --repo "$GITHUB_REPOSITORY" --ref {pull["with"]["branch"]}'
+    assert build["env"] == {"GH_TOKEN": "${{ github.token }}"}
+    assert "workflow_dispatch" in BUILD[ON] and "secrets" not in (WORKFLOWS / "sync-matrix.yml").read_text()
+    for operation, dispatches in [("created", True), ("updated", True), ("none", False), ("closed", False)]:
+        assert runs(build, sync_step(operation)) is dispatches, operation
+    # what the dispatched run does: builds, never a GPU job unless switched on, never publishes
+    dispatched = event("workflow_dispatch", "refs/heads/sync-matrix", inputs={"gpu-tests": False},
+                       needs=after("success", "skipped"))
+    assert not runs(BUILD["jobs"]["gpu-test"], dispatched) and not runs(BUILD["jobs"]["upload"], dispatched)
+
+
+def test_every_job_installs_the_same_pixi_which_pixi_toml_accepts():
+    from rattler import Version, VersionSpec
+
+    pins = [step["with"].get("pixi-version") for path in sorted(WORKFLOWS.glob("*.yml"))
+            for job in yaml.safe_load(path.read_text())["jobs"].values() for step in job["steps"]
+            if step.get("uses", "").startswith("prefix-dev/setup-pixi@")]
+    assert len(pins) == 5 and len(set(pins)) == 1, pins
+    (pin,) = set(pins)
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", pin), pin  # one release, never "latest"
+    requires = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())["workspace"]["requires-pixi"]
+    assert VersionSpec(requires).matches(Version(pin.removeprefix("v"))), (pin, requires)
+    assert f"newest release, {pin} (commit" in (REPO_ROOT / "docs" / "building.md").read_text()  # the pixi read there

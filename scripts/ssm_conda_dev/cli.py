@@ -16,7 +16,7 @@ COMMANDS = (
     Command("ci-matrix", "ssm_conda_dev.ci_matrix", "the GitHub Actions jobs from variants/ (one per CUDA, pytorch minor "
             "and GPU generation) and their expected times"),
     Command("sync-matrix", "ssm_conda_dev.sync_matrix", "set the pytorch minors in variants/ to those a channel "
-            "(conda-forge) builds with each CUDA version (the weekly workflow's pull request)"),
+            "(conda-forge) builds with each CUDA version, and add or drop CUDA lines (the weekly workflow's pull request)"),
     Command("standin", "ssm_conda_dev.standin.command", "build the offline stand-in channel (conda-forge names, this "
             "machine's binaries) for machines without conda-forge"),
     Command("bench-build", "ssm_conda_dev.benchmarks.build_times", "time real builds: the compiler cache across "

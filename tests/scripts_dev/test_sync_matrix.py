@@ -8,10 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ssm_conda.matrix import load_variant_files
+import yaml
+from ssm_conda.matrix import load_variant_files, plan, read_variant_file
+from ssm_conda.selection import Selection
 from ssm_conda_dev import cli
 
-from tests.repo import VARIANTS_DIR
+from tests.repo import REPO_ROOT, VARIANTS_DIR
+
+CUDA134 = yaml.safe_load((REPO_ROOT / "tests" / "sync_matrix_conda_forge_cuda134.yaml").read_text())
 
 
 def record(version: str, build: str, subdir: str) -> dict:
@@ -34,15 +38,16 @@ ONLY_X86 = {"2.15.0"}  # not built for linux-aarch64 yet
 # win-64 has linux-64's builds but no CUDA 12.9 one: the recipes render no win-64 variant of CUDA 12.9, so none is asked for
 
 
-def conda_forge_like(root: Path, not_on_windows: frozenset[str] = frozenset()) -> Path:
+def conda_forge_like(root: Path, not_on_windows: frozenset[str] = frozenset(), builds_by_version: dict | None = None,
+                     only_x86: set[str] | frozenset[str] = frozenset(ONLY_X86), win_only: dict | None = None) -> Path:
     for subdir in ("linux-64", "linux-aarch64", "win-64", "noarch"):
         packages = {}
-        for version, builds in BUILDS.items():
-            if subdir == "noarch" or (subdir == "linux-aarch64" and version in ONLY_X86):
+        for version, builds in (builds_by_version or BUILDS).items():
+            if subdir == "noarch" or (subdir == "linux-aarch64" and version in only_x86):
                 continue
             if subdir == "win-64" and version in not_on_windows:
                 continue
-            for build in builds:
+            for build in [*builds, *((win_only or {}).get(version, []) if subdir == "win-64" else [])]:
                 if subdir == "win-64" and build.startswith("cuda129_"):
                     continue
                 packages[f"pytorch-{version}-{build}.conda"] = record(version, build, subdir)
@@ -137,4 +142,108 @@ def test_a_channel_without_pytorch_changes_nothing(setup, tmp_path, capsys):
         (empty / subdir).mkdir(parents=True)
         (empty / subdir / "repodata.json").write_text(json.dumps({"info": {"subdir": subdir}, "packages": {}}))
     assert cli.main(["sync-matrix", "--channel", str(empty), "--variants-dir", str(variants)]) == 1
-    assert "has no pytorch >= 2.10 built with CUDA 12.9" in capsys.readouterr().err
+    assert "empty has no CUDA build of pytorch on linux-64, linux-aarch64, win-64; nothing was written" in capsys.readouterr().err
+    assert sorted(p.name for p in variants.glob("*.yaml")) == ["cuda129.yaml", "cuda130.yaml"]  # none deleted
+
+
+# ------------------------------------------------------------------ CUDA lines: added and dropped
+
+
+@pytest.fixture
+def after_cuda134(tmp_path, monkeypatch):
+    """conda-forge after its cuda134 migration (tests/sync_matrix_conda_forge_cuda134.yaml): 12.9 and 13.4, no 13.0."""
+    monkeypatch.setenv("SSM_CONDA_CACHE", str(tmp_path / "cache"))
+    variants = tmp_path / "variants"
+    shutil.copytree(VARIANTS_DIR, variants)
+    channel = conda_forge_like(tmp_path / "conda-forge", builds_by_version=CUDA134["builds"],
+                               only_x86=set(CUDA134["only_x86"]), win_only=CUDA134["win_only"])
+    return channel, variants
+
+
+def test_a_new_cuda_line_gets_its_file_and_a_dropped_one_loses_it(after_cuda134, capsys):
+    channel, variants = after_cuda134
+    cuda130 = read_variant_file(variants / "cuda130.yaml", "linux-64")
+    before = (variants / "cuda129.yaml").read_text()
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]) == 0
+    out = capsys.readouterr().out
+    assert sorted(p.name for p in variants.glob("*.yaml")) == ["cuda129.yaml", "cuda134.yaml"]
+    assert (variants / "cuda129.yaml").read_text() == before  # 2.14 has no aarch64 build yet
+    assert "variants/cuda130.yaml: " in out and "has no pytorch built with CUDA 13.0 on linux-64, linux-aarch64, win-64 " \
+        "(dropped: the file is deleted)" in out
+    # the recipes render 13.4 on Linux only (causal-conv1d's build.skip: Windows is 13.0's), where 2.14 is x86's alone
+    assert "variants/cuda134.yaml: new, CUDA 13.4 with pytorch 2.10, 2.11, 2.12, 2.13 (built on linux-64, linux-aarch64)" in out
+    assert "CUDA 12.6: only pytorch older than 2.10 (not added)" in out
+    assert "CUDA 12.8: no pytorch built with it on linux-64, linux-aarch64, where the recipes render it (not added)" in out
+    assert "CUDA lines: added 13.4 (variants/cuda134.yaml); dropped 13.0 (variants/cuda130.yaml)" in out
+    assert "rewrote 0 file(s), added 1, deleted 1" in out
+
+    text = (variants / "cuda134.yaml").read_text()
+    assert text.startswith("# CUDA 13.4 variants of causal-conv1d: one package per (python, pytorch) pair below.\n")
+    assert "conda-forge-pinning PR #8926" in text and "sm_103 stays out" in text
+    for platform, archs in [
+        ("linux-64", ["7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX", "8.0;8.6+PTX", "9.0+PTX", "10.0+PTX", "12.0+PTX"]),
+        ("linux-aarch64", ["7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX", "8.0;8.6;8.7+PTX", "9.0+PTX", "10.0+PTX", "12.0+PTX"]),
+    ]:
+        vfile = read_variant_file(variants / "cuda134.yaml", platform)  # as rattler-build reads it
+        data = {k: [str(v) for v in vs] for k, vs in vfile.data.items() if k != "zip_keys"}
+        assert data == {
+            "cuda_compiler": ["cuda-nvcc"], "cuda_compiler_version": ["13.4"],
+            "c_compiler": ["gcc"], "c_compiler_version": ["15"], "cxx_compiler": ["gxx"], "cxx_compiler_version": ["15"],
+            "c_stdlib": ["sysroot"], "c_stdlib_version": ["2.28"],
+            "python": cuda130.pythons, "pytorch": ["2.10", "2.11", "2.12", "2.13"],
+            "gpu_generation": ["all", "sm8x", "sm90", "sm10x", "sm12x"], "cuda_arch_list": archs,
+            "cuda_arch_supported": ["7.5;8.0;8.6;8.7;8.8;8.9;9.0;10.0;11.0;12.0;12.1"], "nvcc_lineinfo": ["0"]}
+        assert vfile.data["zip_keys"] == cuda130.data["zip_keys"]
+    planned = plan(Selection(cuda="13.4"), files=[read_variant_file(variants / "cuda134.yaml", "linux-64")],
+                   target_platform="linux-64")
+    assert len(planned) == 2 * 5 * 4 * 5  # both packages x Pythons x minors x generations
+    assert {v.package for v in planned} == {"causal-conv1d", "mamba-ssm"}
+    assert planned[0].build_string.startswith("cuda134_py310_torch210_all_h")
+    assert {v.archs for v in planned if v.generation == "sm8x"} == {"8.0;8.6+PTX"}
+
+
+def test_dry_run_shows_the_new_file_and_writes_nothing(after_cuda134, capsys):
+    channel, variants = after_cuda134
+    before = {p.name: p.read_text() for p in variants.glob("*.yaml")}
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--dry-run"]) == 0
+    assert {p.name: p.read_text() for p in variants.glob("*.yaml")} == before
+    out = capsys.readouterr().out
+    assert "CUDA lines: added 13.4 (variants/cuda134.yaml); dropped 13.0 (variants/cuda130.yaml)" in out
+    assert '--- variants/cuda134.yaml (new)\n# CUDA 13.4 variants' in out and 'cuda_compiler_version:\n  - "13.4"\n' in out
+    assert out.rstrip().endswith("dry run: nothing written")
+
+
+def test_the_table_rebuilds_cuda130_as_written_by_hand(setup, capsys):
+    """LINES and GENERATIONS reproduce variants/cuda130.yaml's values on each platform: the rule is the file's."""
+    channel, variants = setup
+    (variants / "cuda130.yaml").unlink()
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--dry-run"]) == 0
+    assert not (variants / "cuda130.yaml").exists()
+    assert "CUDA lines: added 13.0 (variants/cuda130.yaml)" in capsys.readouterr().out
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants)]) == 0
+    assert "variants/cuda130.yaml: new, CUDA 13.0 with pytorch 2.10, 2.11, 2.12, 2.13" in capsys.readouterr().out
+    for platform in ("linux-64", "linux-aarch64", "win-64"):
+        assert read_variant_file(variants / "cuda130.yaml", platform).data == \
+            read_variant_file(VARIANTS_DIR / "cuda130.yaml", platform).data, platform
+
+
+def test_a_line_without_its_pinning_is_refused(setup, tmp_path, capsys):
+    _, variants = setup
+    channel = conda_forge_like(tmp_path / "cuda136", builds_by_version={"2.13.0": ["cuda136_generic_py312_h1_200",
+                                                                                    "cuda129_generic_py312_h2_200",
+                                                                                    "cuda130_generic_py312_h3_200"]})
+    before = {p.name: p.read_text() for p in variants.glob("*.yaml")}
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--oldest", "2.13"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "builds pytorch 2.13 with CUDA 13.6, which sync_matrix.py's LINES does not describe" in err[0]
+    assert {p.name: p.read_text() for p in variants.glob("*.yaml")} == before
+
+
+def test_a_line_left_behind_by_newer_minors_is_kept_with_a_note(setup, capsys):
+    """conda-forge keeps a retired line's builds: only a note tells that the newest minor has none of it."""
+    channel, variants = setup
+    assert cli.main(["sync-matrix", "--channel", str(channel), "--variants-dir", str(variants), "--target-platform",
+                     "linux-64", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "variants/cuda129.yaml: note: pytorch 2.15 has CUDA builds on linux-64, none with CUDA 12.9" in out
+    assert "CUDA lines" not in out
