@@ -16,7 +16,7 @@ from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_D
 from ssm_conda_dev.standin.cuda import CUDA_PACKAGES, TARGETS, CudaPackage, cuda_packages
 from ssm_conda_dev.standin.debian import DebianPackages
 from ssm_conda_dev.standin.host import Machine, TargetWheels
-from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, conda_specifier, read_metadata
+from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, read_metadata
 
 # Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
 # Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
@@ -190,7 +190,9 @@ def torch_standins(m: TargetWheels) -> list[StandIn]:
     torch = {"version": m.torch_version, "py_ver": m.target.py_ver, "torch_src": str(m.torch_src), "torch_src_kind": m.torch_kind,
              "torch_src_name": m.torch_src.name, "version_xy_next": f"{major}.{minor + 1}.0a0", **cuda_context(m),
              "cross_pip_args": m.cross_pip_args, "cuda_target": TARGETS[m.target.platform].removeprefix("targets/")}
-    companions = [f"{name} {conda_specifier(pin)}".strip() for name, pin in m.companions.items()]
+    # pinned to the build repacked here, as conda-forge's pytorch pins the triton it was built with (torch 2.14's
+    # wheel asks for triton ~=3.8.0, 2.13's for ==3.7.0)
+    companions = [f"{name} =={m.wheels[name].version}" for name in m.companions]
     base = yaml.safe_load((RECIPES_DIR / "pytorch.yaml").read_text())["requirements"]["run"]
     libtorch = StandIn("libtorch", "libtorch.yaml",
                        {k: v for k, v in torch.items() if k not in ("py_ver", "cross_pip_args", "cuda_target")},
