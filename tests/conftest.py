@@ -16,12 +16,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--aarch64-mamba", action="store_true",
                      help="with --slow: also cross-build mamba-ssm for linux-aarch64 and construct it under qemu "
                           "(about 13 minutes more, beyond what CI's time holds)")
+    parser.addoption("--torch-next", action="store_true",
+                     help="with --slow: also build both packages against PyPI's next pytorch minor in a stand-in of its "
+                          "own (tests/test_end_to_end_torch_next.py, about 25 minutes more)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skips = {"slow": (not config.getoption("--slow"), "end-to-end build: run with --slow"),
              "aarch64_mamba": (not config.getoption("--aarch64-mamba"),
-                               "mamba-ssm's linux-aarch64 build (about 13 min): run with --slow --aarch64-mamba")}
+                               "mamba-ssm's linux-aarch64 build (about 13 min): run with --slow --aarch64-mamba"),
+             "torch_next": (not config.getoption("--torch-next"),
+                            "the next pytorch minor (about 25 min): run with --slow --torch-next")}
     for item in items:
         for marker, (skipped, reason) in skips.items():
             if skipped and marker in item.keywords:
