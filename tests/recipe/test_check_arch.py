@@ -114,9 +114,16 @@ def test_falls_back_to_scanning_without_the_section(tmp_path):
     assert [fb.images for fb in ca.read_fatbins(so)] == [[Image(86, "sass")]]
 
 
+def test_a_windows_extension_is_scanned(tmp_path):
+    """A .pyd is a PE file: no ELF section table to read, the scan finds its fat binaries (win-64's packages)."""
+    pyd = tmp_path / "causal_conv1d_cuda.cp312-win_amd64.pyd"
+    pyd.write_bytes(b"MZ\x90\x00" + bytes(60) + b"PE\x00\x00" + bytes(200) + fatbin(entry(ca.KIND_CUBIN, 90)))
+    assert [fb.images for fb in ca.read_fatbins(pyd)] == [[Image(90, "sass")]]
+
+
 def test_errors(tmp_path):
     (tmp_path / "text.so").write_text("not an elf")
-    with pytest.raises(ca.FatbinError, match="not an ELF file"):
+    with pytest.raises(ca.FatbinError, match="not an ELF file \\(nor a PE file\\)"):
         ca.read_fatbins(tmp_path / "text.so")
     with pytest.raises(ca.FatbinError, match="cannot read"):
         ca.read_fatbins(tmp_path / "missing.so")

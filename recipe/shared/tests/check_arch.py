@@ -185,16 +185,19 @@ def elf_section(data: bytes, name: str) -> bytes | None:
 
 
 def read_fatbins(path: str | os.PathLike[str]) -> list[Fatbin]:
-    """The fat binaries of a shared object: its .nv_fatbin section, else a scan of the whole file."""
+    """The fat binaries of a shared object: its ELF .nv_fatbin section, else a scan of the whole file (a Windows
+    extension, a PE file, holds them in a .nv_fatbin section too: the scan finds them there)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise FatbinError(f"cannot read {path}: {exc.strerror}") from exc
+    if data[:2] == b"MZ":  # PE (a .pyd)
+        return parse_fatbins(data)
     try:
         section = elf_section(data, FATBIN_SECTION)
     except FatbinError as exc:
-        raise FatbinError(f"{path}: {exc}") from exc
+        raise FatbinError(f"{path}: {exc} (nor a PE file)") from exc
     return parse_fatbins(section if section is not None else data)
 
 
@@ -326,7 +329,7 @@ def compare_expected(fatbins: Sequence[Fatbin], expected: str) -> list[str]:
 def find_extension(module: str = "causal_conv1d_cuda") -> Path:
     """The file of the installed extension module, found without importing it."""
     spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin or not spec.origin.endswith(".so"):
+    if spec is None or not spec.origin or not spec.origin.endswith((".so", ".pyd")):  # .pyd: Windows
         raise FatbinError(f"the extension module {module} is not installed in this Python ({sys.executable})")
     return Path(spec.origin)
 
