@@ -80,11 +80,11 @@ def run(args: argparse.Namespace, probes: Probes | None = None) -> int:
         print(f"interpreter probed: {facts.interpreter.executable}", file=sys.stderr)
     # the packages this platform has (a recipe's build.skip leaves some out: mamba-ssm on Windows needs triton); a note
     # below names the others, asked for or not
-    here = [p for p in NAMES if any(generation_gates(f, p, facts.platform) for f in files)]
+    gates = {p: {f.cuda: generation_gates(f, p, facts.platform) for f in files} for p in NAMES}  # per package, per CUDA
+    here = [p for p in NAMES if any(gates[p].values())]
     packages = [p for p in doctor.packages or (default_package(facts),) if p in here] or here[:1]
     versions = {p: str(rendered_recipe(p, facts.platform)["package"]["version"]) for p in packages}
-    gates = {f.cuda: generation_gates(f, packages[0], facts.platform) for f in files}
-    advice = advise(facts, files, versions, doctor.channels, packages, gates)
+    advice = advise(facts, files, versions, doctor.channels, packages, gates[packages[0]])
     advice.findings += [note("not-on-platform", f"{p} has no {facts.platform} package (its recipe skips the platform): "
                              f"{', '.join(here)} only") for p in NAMES if p not in here]
     print(json.dumps(to_json(facts, advice), indent=2) if doctor.json else render_text(facts, advice))
