@@ -46,7 +46,8 @@ def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     """sys.path entries giving upstream's causal_conv1d package on the CPU stand-in extension.
 
     Upstream's Python interface comes from the pinned sdist; tests/recipe/causal_conv1d/cpu_kernel replaces
-    the compiled causal_conv1d_cuda. The kernel tests and the benchmark run on it without a GPU.
+    the compiled causal_conv1d_cuda (first on the path: the patched sdist has its own causal_conv1d_cuda.py, which
+    loads the compiled kernels). The kernel tests and the benchmark run on it without a GPU.
     """
     from ssm_conda_dev.sdist import unpack_patched
 
@@ -55,7 +56,7 @@ def cpu_causal_conv1d(tmp_path_factory, sdist) -> list[Path]:
     del sdist  # downloaded by its fixture; unpack_patched reads it from the cache
     root = unpack_patched(tmp_path_factory.mktemp("sdist"))
     assert (root / "causal_conv1d" / "cpp_functions.py").is_file()
-    return [root, REPO_ROOT / "tests" / "recipe" / "causal_conv1d" / "cpu_kernel"]
+    return [REPO_ROOT / "tests" / "recipe" / "causal_conv1d" / "cpu_kernel", root]
 
 
 @pytest.fixture(scope="session")

@@ -59,12 +59,14 @@ def run_exports(variant: PlannedVariant) -> list[str]:
 
 
 def our_files(files: Path, variant: PlannedVariant, text: str = "") -> Path:
-    """What a build of `variant` installs, in small: its module, dist-info and extension in site-packages, its test files."""
+    """What a build of `variant` installs, in small: its module (with the kernel library), dist-info and the module that
+    loads the kernels in site-packages, its test files."""
     record, version = project_package(variant.package), variant.rendered.recipe.package.version
     site = files / "lib" / f"python{variant.python}" / "site-packages"
     for path, content in {f"{record.module}/__init__.py": f"# {variant.build_string} {text}\n",
                           f"{record.module}-{version}.dist-info/METADATA": f"Name: {record.module}\nVersion: {version}\n",
-                          f"{record.extensions[0]}.cpython-{variant.python.replace('.', '')}-x86_64-linux-gnu.so": "ELF"}.items():
+                          f"{record.module}/_C.abi3.so": "ELF", f"{record.extensions[0]}.py": "import torch\n",
+                          f"__pycache__/{record.extensions[0]}.cpython-{variant.python.replace('.', '')}.pyc": "pyc"}.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(content)
     (files / "etc" / "conda" / "test-files" / variant.package).mkdir(parents=True)
@@ -72,11 +74,12 @@ def our_files(files: Path, variant: PlannedVariant, text: str = "") -> Path:
     return files
 
 
-def windows_package(tmp: Path, variant: PlannedVariant, extension: str = "causal_conv1d_cuda.cp312-win_amd64.pyd") -> Path:
-    """A win-64 build of causal-conv1d `variant` (Python 3.12), in small: Lib/site-packages with a .pyd, its test files,
+def windows_package(tmp: Path, variant: PlannedVariant, extension: str = "causal_conv1d/_C.pyd") -> Path:
+    """A win-64 build of causal-conv1d `variant` (Python 3.12), in small: Lib/site-packages with the kernels' .pyd, its test files,
     depends the recipe's run requirements and the run exports of vs2022, CUDA, Python and pytorch."""
     files = tmp / "win-files"
     for path in ("Lib/site-packages/causal_conv1d/__init__.py", "Lib/site-packages/causal_conv1d-1.7.0.dist-info/METADATA",
+                 "Lib/site-packages/causal_conv1d_cuda.py",
                  f"Lib/site-packages/{extension}", "etc/conda/test-files/causal-conv1d/test_import.py"):
         (files / path).parent.mkdir(parents=True, exist_ok=True)
         (files / path).write_text("ours\n")

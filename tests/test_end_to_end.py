@@ -114,10 +114,16 @@ def built(standin, ccache):
 
 def assert_sm90_extension_and_nothing_leaked(unpacked: Path, module: str, output: Path, ccache: Path,
                                              python: str = PYTHON) -> Path:
-    """The extension carries the sm90 generation's code, sm_90 SASS and compute_90 PTX, and nothing
-    else, every image compressed (--compress-mode=size); its RPATHs are relative; nothing from the
-    build machine leaked into the package. Returns the extension."""
-    (extension,) = unpacked.glob(f"lib/python{python}/site-packages/{module}.cpython-{tag(python)[2:]}-*.so")
+    """The kernel library (`module`/_C.abi3.so, patch "register ops with torch library") carries the sm90
+    generation's code, sm_90 SASS and compute_90 PTX, and nothing else, every image compressed
+    (--compress-mode=size); it uses no Python (no libpython or libtorch_python, no Py symbol); its RPATHs are
+    relative; nothing from the build machine leaked into the package. Returns the library."""
+    site = unpacked / "lib" / f"python{python}" / "site-packages"
+    extension = site / module / "_C.abi3.so"
+    assert sorted(p.name for p in site.glob("*.so")) == [], "no extension module at the top any more"
+    assert check_arch.python_references(extension.read_bytes()) == []
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", run("readelf", "-d", str(extension), capture_output=True).stdout)
+    assert not [n for n in needed if "python" in n], needed
     elves = run(cuobjdump(), "--list-elf", str(extension), capture_output=True).stdout
     archs = set(re.findall(r"\.(sm_\w+)\.cubin", elves))
     assert archs == {"sm_90"}, elves
@@ -199,7 +205,7 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
     # python_abi (python's run_export) is what pins Python X.Y, as on conda-forge.
     assert f"python_abi {PYTHON}.* *_{tag(PYTHON)}" in depends and "python" in depends, depends
 
-    assert_sm90_extension_and_nothing_leaked(unpacked, "causal_conv1d_cuda", output, ccache)
+    assert_sm90_extension_and_nothing_leaked(unpacked, "causal_conv1d", output, ccache)
 
     # The linking check ran with overlinking as an error, and passed.
     assert "Overlinking" not in log and "overlinking" not in log.lower().replace("overlinking_behavior", "")
@@ -216,9 +222,12 @@ def test_end_to_end(standin, built, unpacked, ccache, tmp_path):
                                     cuda_arch=GPU)
     assert any(r.startswith(f"causal-conv1d=1.7.0={index['build']}") for r in installed), installed
     probe = run(str(prefix / "bin" / "python"), "-c",
-                "import causal_conv1d, torch; print(causal_conv1d.__version__, torch.__version__)",
+                "import causal_conv1d, causal_conv1d_cuda, torch\n"
+                "print(causal_conv1d.__version__, torch.__version__, causal_conv1d_cuda.causal_conv1d_fwd.default._schema)",
                 capture_output=True, env={**os.environ, "PYTHONNOUSERSITE": "1"})
     assert probe.stdout.split()[0] == "1.7.0" and probe.stdout.split()[1].startswith(TORCH), probe.stdout
+    # the kernels, registered as torch ops by the library the old module name loads
+    assert "causal_conv1d::causal_conv1d_fwd(Tensor x, Tensor weight, Tensor? bias," in probe.stdout, probe.stdout
 
 
 @pytest.mark.slow
@@ -235,7 +244,7 @@ def test_another_python_reuses_the_cuda_objects(standin, built, ccache, python_b
     unpacked = unpack(package, tmp_path / "unpacked")
     depends = json.loads((unpacked / "info" / "index.json").read_text())["depends"]
     assert f"python_abi {python}.* *_{tag(python)}" in depends, depends
-    assert list(unpacked.glob(f"lib/python{python}/site-packages/causal_conv1d_cuda.cpython-{tag(python)[2:]}-*.so"))
+    assert (unpacked / "lib" / f"python{python}" / "site-packages" / "causal_conv1d" / "_C.abi3.so").is_file()
     print(f"variant B with the first build's cache: {human_duration(seconds_b)}, "
           f"{seconds_b / seconds_a:.2f} of the first build's {human_duration(seconds_a)} (figures, not asserted)")
 
@@ -284,7 +293,7 @@ def test_mamba_ssm_end_to_end(standin, built, built_mamba, ccache, tmp_path):
     depends = index["depends"]
     assert f"pytorch {TORCH}.* cuda*" in depends and "causal-conv1d >=1.7,<2" in depends, depends
     assert not [d for d in depends if d.split()[0] in ("tilelang", "apache-tvm-ffi", "quack-kernels", "ninja")], depends
-    assert_sm90_extension_and_nothing_leaked(unpacked, "selective_scan_cuda", output, ccache)
+    assert_sm90_extension_and_nothing_leaked(unpacked, "mamba_ssm", output, ccache)
     assert "Overlinking" not in log
     # The test section ran: the arch checks (shared/tests/arch_tests.py, through the path source) and
     # the construction without the optional kernels passed; every GPU test skipped saying why.
@@ -409,8 +418,8 @@ def test_a_gpu_bundle_of_the_built_packages(built, built_mamba, tmp_path):
     with zipfile.ZipFile(bundle) as archive:
         names, manifest = archive.namelist(), json.loads(archive.read("manifest.json"))
     site = f"prefix/lib/python{PYTHON}/site-packages"
-    for module in ("causal_conv1d_cuda", "selective_scan_cuda"):
-        assert [n for n in names if re.fullmatch(rf"{site}/{module}\.cpython-{tag(PYTHON)[2:]}-.*\.so", n)], module
+    for module, library in (("causal_conv1d_cuda", "causal_conv1d"), ("selective_scan_cuda", "mamba_ssm")):
+        assert {f"{site}/{module}.py", f"{site}/{library}/_C.abi3.so"} <= set(names), module
     for package in manifest["packages"]:
         (script,) = [t["script"] for t in package["tests"] if "script" in t]
         assert f"prefix/{script['cwd']}/tests/test_kernels.py" in names, script

@@ -63,7 +63,7 @@ def run_emulated(channels: list[str], spec: str, script: str, tmp_path: Path) ->
 @pytest.mark.slow
 def test_causal_conv1d_cross_compiled_and_run_under_emulation(standin_aarch64, output, tmp_path):
     built = build_variant(standin_aarch64, output[0], PYTHON_AARCH64, output[1], target_platform=TARGET)
-    check_package(built, "causal_conv1d_cuda", *output, tmp_path)
+    check_package(built, "causal_conv1d", *output, tmp_path)
     script = ("import platform, torch, causal_conv1d, causal_conv1d_cuda\n"
               "from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref\n"
               "y = causal_conv1d_ref(torch.ones(1, 2, 5), torch.ones(2, 3), activation='silu')\n"
@@ -80,7 +80,7 @@ def test_causal_conv1d_cross_compiled_and_run_under_emulation(standin_aarch64, o
 @pytest.mark.aarch64_mamba
 def test_mamba_ssm_cross_compiled_and_constructed_under_emulation(standin_aarch64, output, tmp_path):
     built = build_variant(standin_aarch64, output[0], PYTHON_AARCH64, output[1], "mamba-ssm", target_platform=TARGET)
-    check_package(built, "selective_scan_cuda", *output, tmp_path)
+    check_package(built, "mamba_ssm", *output, tmp_path)
     script = ("import platform, torch, causal_conv1d_cuda, selective_scan_cuda, mamba_ssm, causal_conv1d\n"
               "from mamba_ssm import Mamba, Mamba2\n"
               "Mamba(d_model=16, device='cpu'); Mamba2(d_model=64, device='cpu')\n"

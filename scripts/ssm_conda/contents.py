@@ -15,13 +15,13 @@ def check_contents(unpacked: Path, index: IndexJson, variant: PlannedVariant) ->
     """ValueError (one line) unless the unpacked package holds only its module's files (in the variant's site-packages),
     its test files and info/, is named as `variant` renders, and depends on exactly what the recipe renders."""
     record, recipe = package(variant.package), variant.rendered.recipe
-    windows = index.subdir.startswith("win")  # Lib/site-packages, and extensions end in .pyd
-    site = "Lib/site-packages/" if windows else f"lib/python{variant.python}/site-packages/"
-    tests, suffix = f"etc/conda/test-files/{variant.package}/", ".pyd" if windows else ".so"
-    own = (record.module, f"{record.module}-*.dist-info", *(f"{extension}*{suffix}" for extension in record.extensions))
+    site = "Lib/site-packages/" if index.subdir.startswith("win") else f"lib/python{variant.python}/site-packages/"
+    tests = f"etc/conda/test-files/{variant.package}/"
+    own = (f"{record.module}/*", f"{record.module}-*.dist-info/*", *(f"{module}.py" for module in record.extensions),
+           *(f"__pycache__/{module}.*.pyc" for module in record.extensions))
     for path in (str(entry.relative_path) for entry in PathsJson.from_package_directory(unpacked).paths):
-        top = path.removeprefix(site).split("/")[0] if path.startswith(site) else ""
-        if not (path.startswith(("info/", tests)) or any(fnmatch(top, pattern) for pattern in own)):
+        inside = path.removeprefix(site) if path.startswith(site) else "/"
+        if not (path.startswith(("info/", tests)) or any(fnmatch(inside, pattern) for pattern in own)):
             raise ValueError(f"{path} is not {variant.package}'s (only {site}{{{','.join(own)}}}, {tests} and info/ are)")
     found = "-".join(map(str, (index.name.normalized, index.version, index.build)))
     if found != (rendered := f"{variant.package}-{recipe.package.version}-{variant.build_string}"):

@@ -11,7 +11,7 @@ from ssm_conda.console import one_of
 class Package:
     name: str  # the conda package, and its folder in recipe/
     module: str  # the Python package it installs: import name and distribution
-    extensions: tuple[str, ...]  # its compiled CUDA extensions
+    extensions: tuple[str, ...]  # the top-level modules that load its CUDA kernels (module/_C, torch ops)
     needs: tuple[str, ...] = ()  # packages it calls: built before it, installed with it
     # CI's expected build times, measured on 2 cores against the stand-in channel, CUDA 13.0 (docs/ci.md):
     cold_s: int = 0  # the first Python of a job, empty compiler cache, sm90 (one architecture)

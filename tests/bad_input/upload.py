@@ -14,8 +14,8 @@ from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, foreig
 # damage -> (exit status, a part of the one error line): a damaged archive of ours is invalid (exit 1, with
 # the table of what was not sent), a file that is not ours is refused before any archive is read (exit 2)
 OUTSIDE = "outside the package; nothing was uploaded"
-NOT_OURS = ("is not causal-conv1d's (only lib/python3.12/site-packages/{causal_conv1d,causal_conv1d-*.dist-info,"
-            "causal_conv1d_cuda*.so}, etc/conda/test-files/causal-conv1d/ and info/ are)")
+NOT_OURS = ("is not causal-conv1d's (only lib/python3.12/site-packages/{causal_conv1d/*,causal_conv1d-*.dist-info/*,"
+            "causal_conv1d_cuda.py,__pycache__/causal_conv1d_cuda.*.pyc}, etc/conda/test-files/causal-conv1d/ and info/ are)")
 DAMAGE_ERRORS = {
     "truncated": (1, "not a valid conda archive (File is not a zip file)"),
     "random bytes": (1, "not a valid conda archive (File is not a zip file)"),

@@ -285,3 +285,41 @@ def test_real_fatbin_line_tables(nvcc_build, lineinfo, mode):
         pytest.skip("no cuobjdump to compare with (pip install -r requirements-dev.txt)")
     sections = subprocess.run([tool, "-elf", str(so)], capture_output=True, text=True, check=True).stdout
     assert (".nv_debug_line_sass" in sections) is lineinfo
+
+
+# ---------------------------------------------------------------------------------------------
+# The installed library: found without importing it, and read for any use of Python
+
+
+def test_find_extension_takes_a_library_inside_a_package_or_a_top_level_module(tmp_path, monkeypatch):
+    """causal_conv1d/_C.abi3.so (the kernels since the torch-library patch) and a top-level extension alike, found on
+    sys.path without importing them or their package (whose __init__ here would fail)."""
+    (tmp_path / "causal_conv1d").mkdir()
+    (tmp_path / "causal_conv1d" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (tmp_path / "causal_conv1d" / "_C.abi3.so").write_bytes(b"\x7fELF")
+    (tmp_path / "old_ext.abi3.so").write_bytes(b"\x7fELF")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert ca.find_extension("causal_conv1d._C") == tmp_path / "causal_conv1d" / "_C.abi3.so"
+    assert ca.find_extension("old_ext") == tmp_path / "old_ext.abi3.so"
+    with pytest.raises(ca.FatbinError, match=r"^the extension module mamba_ssm\._C is not installed"):
+        ca.find_extension("mamba_ssm._C")
+
+
+def _shared_library(tmp_path: Path, name: str, source: str, *link: str) -> Path:
+    (tmp_path / f"{name}.c").write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / f"{name}.so"), str(tmp_path / f"{name}.c"),
+                    f"-L{tmp_path}", *link], check=True)
+    return tmp_path / f"{name}.so"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to link real ELF libraries")
+def test_python_references_finds_libpython_and_python_symbols(tmp_path):
+    """What test_library_uses_no_python reads: a library linked to a libpython and calling the C API is caught, by the
+    library it needs and by each undefined Py symbol; one that only does arithmetic says nothing."""
+    _shared_library(tmp_path, "libpython3.12", "int Py_IsInitialized(void) { return 1; }\n")
+    clean = _shared_library(tmp_path, "clean", "int twice(int x) { return 2 * x; }\n")
+    assert ca.python_references(clean.read_bytes()) == []
+    binding = _shared_library(tmp_path, "binding", "extern int Py_IsInitialized(void), twice(int), _Py_Count;\n"
+                              "int f(void) { return Py_IsInitialized() + _Py_Count + twice(1); }\n", "-lpython3.12", "-l:clean.so")
+    found = ca.python_references(binding.read_bytes())
+    assert found[0] == "libpython3.12.so" and sorted(found[1:]) == ["Py_IsInitialized", "_Py_Count"]  # not twice, clean.so

@@ -45,7 +45,8 @@ def test_each_windows_variant_renders_with_exactly_these_requirements(variant):
     assert recipe["build"]["script"]["file"] == "shared/build-extension.bat"
     assert recipe["build"]["script"]["env"]["TORCH_CUDA_ARCH_LIST"] == variant.archs
     assert recipe["tests"][1]["package_contents"]["files"] == [
-        "Lib/site-packages/causal_conv1d_cuda.cp*-win_amd64.pyd", "Lib/site-packages/causal_conv1d/__init__.py"]
+        "Lib/site-packages/causal_conv1d/_C.pyd", "Lib/site-packages/causal_conv1d_cuda.py",
+        "Lib/site-packages/causal_conv1d/__init__.py"]
     assert recipe["tests"][2]["requirements"]["run"] == ["pytest", "einops"]  # no triton, nor the C compiler it needs
     assert re.fullmatch(rf"cuda130_py{variant.python.replace('.', '')}_torch{variant.torch.replace('.', '')}_"
                         rf"{variant.generation}_h[0-9a-f]{{7}}_0", variant.build_string)

@@ -64,14 +64,16 @@ def test_the_depends_of_real_builds_pass(package, tmp_path):
     "lib/python3.11/site-packages/causal_conv1d/__init__.py",  # another Python's site-packages
     "lib/python3.12/site-packages/mamba_ssm/__init__.py",  # the other package's module
     "lib/python3.12/site-packages/causal_conv1d.pth", "etc/conda/test-files/mamba-ssm/test_x.py", "share/x/id.txt",
+    "lib/python3.12/site-packages/causal_conv1d_cuda.cpython-312-x86_64-linux-gnu.so",  # the pybind11 module it replaced
+    "lib/python3.12/site-packages/causal_conv1d_cuda.pyc", "lib/python3.12/site-packages/__pycache__/torch.cpython-312.pyc",
 ])
 def test_a_file_that_is_not_the_packages_is_refused(path, tmp_path):
     with pytest.raises(ValueError, match=rf"^{re.escape(path)} is not causal-conv1d's \(only lib/python3.12/site-packages/"):
         checked(tmp_path, rendered_variant(*VARIANT), extra=path)
 
 
-def test_its_own_extension_and_dist_info_pass(tmp_path):
-    checked(tmp_path, rendered_variant(*VARIANT), extra="lib/python3.12/site-packages/causal_conv1d_cuda.abi3.so")
+def test_its_own_module_files_pass(tmp_path):
+    checked(tmp_path, rendered_variant(*VARIANT), extra="lib/python3.12/site-packages/causal_conv1d/ops/x.abi3.so")
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -106,9 +108,8 @@ def test_another_packages_variant_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("extension", "refused"), [
-    ("causal_conv1d_cuda.cp312-win_amd64.pyd", None),
-    ("causal_conv1d_cuda.cpython-312-x86_64-linux-gnu.so",
-     "Lib/site-packages/causal_conv1d_cuda.cpython-312-x86_64-linux-gnu.so is not"),
+    ("causal_conv1d/_C.pyd", None),
+    ("causal_conv1d_cuda.cp312-win_amd64.pyd", "Lib/site-packages/causal_conv1d_cuda.cp312-win_amd64.pyd is not"),
 ])
 def test_a_windows_package_holds_lib_site_packages_and_a_pyd(tmp_path, extension, refused):
     """win-64's layout: Lib/site-packages (no Python version in it) and .pyd extensions; its run exports are the vs2022

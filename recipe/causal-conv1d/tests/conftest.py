@@ -164,7 +164,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
 
 @pytest.fixture(scope="session")
 def extension_module() -> str:
-    return "causal_conv1d_cuda"
+    return "causal_conv1d._C"
+
+
+@pytest.fixture(scope="session")
+def kernel_ops() -> tuple[str, str, tuple[str, ...]]:
+    return ("causal_conv1d_cuda", "causal_conv1d", ("causal_conv1d_fwd", "causal_conv1d_bwd", "causal_conv1d_update"))
 
 
 @pytest.fixture(scope="session")

@@ -64,7 +64,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
 
 @pytest.fixture(scope="session")
 def extension_module() -> str:
-    return "selective_scan_cuda"
+    return "mamba_ssm._C"
+
+
+@pytest.fixture(scope="session")
+def kernel_ops() -> tuple[str, str, tuple[str, ...]]:
+    return ("selective_scan_cuda", "selective_scan", ("fwd", "bwd"))
 
 
 @pytest.fixture(scope="session")

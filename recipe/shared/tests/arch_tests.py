@@ -1,12 +1,14 @@
 """The installed extension carries the GPU code the variant asked for, and this GPU can run it.
 
 Shared by the packages' tests: each package's tests/test_arch.py imports these, and its conftest.py
-provides `extension_module` (causal_conv1d_cuda, selective_scan_cuda) and `expected_archs_env` (the
-variable the recipe sets to the variant's cuda_arch_list).
+provides `extension_module` (causal_conv1d._C, mamba_ssm._C), `expected_archs_env` (the
+variable the recipe sets to the variant's cuda_arch_list) and `kernel_ops` (the module that loads the
+library, the ops' namespace and names).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import check_arch
@@ -67,3 +69,29 @@ def test_extension_runs_on_this_gpu(extension):
         verdict = check_arch.check(fatbins, gpu, what=path.name)
         print(verdict.message)
         assert verdict.ok, verdict.message
+
+
+@pytest.mark.cpu
+def test_library_uses_no_python(extension):
+    """The kernels are torch ops in a library that uses no Python (patch "register ops with torch library"):
+    it needs no libpython or libtorch_python and leaves no Python symbol undefined."""
+    path, _ = extension
+    if path.suffix == ".pyd":
+        pytest.skip(f"{path.name}: only ELF libraries (Linux) are read")
+    found = check_arch.python_references(path.read_bytes())
+    assert not found, f"{path.name} uses Python: {', '.join(found[:5])}"
+
+
+@pytest.mark.cpu
+def test_kernels_are_torch_ops(kernel_ops):
+    """Importing the old extension's name loads the library, which registers each kernel for CUDA tensors (and
+    none for CPU ones), under the names the extension had."""
+    import torch
+
+    module_name, namespace, names = kernel_ops
+    module = importlib.import_module(module_name)
+    for name in names:
+        qualified = f"{namespace}::{name}"
+        assert getattr(module, name) is getattr(getattr(torch.ops, namespace), name), qualified
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CUDA"), f"{qualified}: no CUDA kernel"
+        assert not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CPU"), f"{qualified}: a CPU kernel"

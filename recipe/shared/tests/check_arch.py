@@ -1,4 +1,4 @@
-"""Which GPU code an installed extension carries (causal_conv1d_cuda, selective_scan_cuda), and whether
+"""Which GPU code an installed kernel library carries (causal_conv1d/_C, mamba_ssm/_C), and whether
 this GPU can run it. Shared by the packages' test sections (shipped through their path source).
 
 The extension's ELF file holds a `.nv_fatbin` section: one fat binary per CUDA translation unit,
@@ -19,7 +19,7 @@ Usable three ways: imported (by the recipe's tests and by scripts), or as a comm
     python check_arch.py                      # the installed extension vs this machine's GPUs
     python check_arch.py --so FILE --gpu 12.0 # any file, any compute capability
     python check_arch.py --expect "8.0;9.0+PTX"   # exactly these images, else exit 1
-    python check_arch.py --module selective_scan_cuda  # mamba-ssm's extension
+    python check_arch.py --module mamba_ssm._C  # mamba-ssm's library
 
 Exit status: 0 fine, 1 a GPU that cannot run the extension (or --expect differs), 2 bad input.
 """
@@ -27,7 +27,7 @@ Exit status: 0 fine, 1 a GPU that cannot run the extension (or --expect differs)
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib.machinery
 import json
 import os
 import re
@@ -184,6 +184,20 @@ def elf_section(data: bytes, name: str) -> bytes | None:
     return None
 
 
+def python_references(data: bytes) -> list[str]:
+    """What of Python a little-endian 64-bit ELF library uses (Linux's): libpython or libtorch_python among the
+    libraries it needs, and the Python C API symbols (Py*, _Py*) it leaves for them to define."""
+    dynstr, dynsym, dynamic = (elf_section(data, name) or b"" for name in (".dynstr", ".dynsym", ".dynamic"))
+
+    def string(offset: int) -> str:
+        return dynstr[offset:dynstr.index(b"\0", offset)].decode("ascii", "replace")
+
+    needed = [string(value) for tag, value in struct.iter_unpack("<qQ", dynamic) if tag == 1]  # DT_NEEDED
+    undefined = [string(name) for name, _, _, section, _, _ in struct.iter_unpack("<IBBHQQ", dynsym) if name and section == 0]
+    return ([n for n in needed if n.startswith(("libpython", "libtorch_python"))]
+            + [u for u in undefined if u.startswith(("Py", "_Py"))])
+
+
 def read_fatbins(path: str | os.PathLike[str]) -> list[Fatbin]:
     """The fat binaries of a shared object: its ELF .nv_fatbin section, else a scan of the whole file (a Windows
     extension, a PE file, holds them in a .nv_fatbin section too: the scan finds them there)."""
@@ -326,12 +340,15 @@ def compare_expected(fatbins: Sequence[Fatbin], expected: str) -> list[str]:
 # The installed extension and this machine's GPUs
 
 
-def find_extension(module: str = "causal_conv1d_cuda") -> Path:
-    """The file of the installed extension module, found without importing it."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin or not spec.origin.endswith((".so", ".pyd")):  # .pyd: Windows
-        raise FatbinError(f"the extension module {module} is not installed in this Python ({sys.executable})")
-    return Path(spec.origin)
+def find_extension(module: str = "causal_conv1d._C") -> Path:
+    """The file of an installed extension or kernel library (a dotted name: causal_conv1d._C), found on sys.path
+    as the import system would, without importing it or its package."""
+    *package, name = module.split(".")
+    for entry in sys.path:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:  # .abi3.so, .cpython-312-...so; .pyd on Windows
+            if (path := Path(entry or ".", *package, name + suffix)).is_file():
+                return path
+    raise FatbinError(f"the extension module {module} is not installed in this Python ({sys.executable})")
 
 
 def gpu_capabilities() -> list[tuple[int, int]]:
@@ -363,8 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="check_arch.py",
         description="Which SASS/PTX an extension carries, and whether this GPU can run it.",
     )
-    parser.add_argument("--module", default="causal_conv1d_cuda",
-                        help="the installed extension module to read (default: causal_conv1d_cuda)")
+    parser.add_argument("--module", default="causal_conv1d._C",
+                        help="the installed kernel library to read (default: causal_conv1d._C)")
     parser.add_argument("--so", help="the shared object to read instead of an installed module")
     parser.add_argument("--gpu", action="append", metavar="X.Y",
                         help="compute capability to check against (repeatable; default: this machine's GPUs)")

@@ -35,4 +35,4 @@ def cpu_mamba_ssm(tmp_path_factory, mamba_sdist, cpu_causal_conv1d) -> list[Path
     del mamba_sdist  # downloaded by its fixture; unpack_patched reads it from the cache
     root = unpack_patched(tmp_path_factory.mktemp("mamba-sdist"), package="mamba-ssm")
     assert (root / "mamba_ssm" / "ops" / "selective_scan_interface.py").is_file()
-    return [root, Path(__file__).resolve().parent / "cpu_kernel", *cpu_causal_conv1d]
+    return [Path(__file__).resolve().parent / "cpu_kernel", root, *cpu_causal_conv1d]  # the stand-in before the sdist's
