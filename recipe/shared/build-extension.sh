@@ -104,9 +104,9 @@ export SOURCE_DATE_EPOCH
 build_root="$(dirname "${SRC_DIR}")"
 echo "${SOURCE_DATE_EPOCH}" > "${build_root}/source-date-epoch"
 # conda-forge's libtorch installs torch's headers in $PREFIX/include, a path that names no Python,
-# so the CUDA sources (which never include Python.h) of variants that differ only in Python
-# preprocess to the same text and share their objects in a compiler cache; the C++ binding includes
-# Python.h and is compiled per Python. A pytorch that keeps them in the Python-versioned site-packages
+# so the sources (none includes Python.h: the C++ file registers torch ops, patches 0007/0008) of
+# variants that differ only in Python preprocess to the same text and share their objects in a
+# compiler cache. A pytorch that keeps them in the Python-versioned site-packages
 # (PyPI's layout) is reached through a link whose path names no Python, for the same effect.
 if [[ -d "${SP_DIR}/torch/include/torch" ]]; then
   ln -sfn "${SP_DIR}/torch/include" "${build_root}/torch-include"
