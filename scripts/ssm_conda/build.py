@@ -276,7 +276,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if (path := plan_options.write_variants) and (path.is_dir() or not path.parent.is_dir()):
         raise UsageError(f"--write-variants {path}: name a file in an existing folder")
     variants = planned(plan_options)
-    rows = [(v.package, v.cuda, v.python, v.torch, v.generation, v.archs, v.build_string) for v in variants]
+    rows = [(v.package, v.cuda, f"{v.python}+", v.torch, v.generation, v.archs, v.build_string) for v in variants]
     print_table(["package", "CUDA", "Python", "torch", "generation", "archs", "build string"], rows)
     print(f"{len(variants)} variant(s)")
     if plan_options.write_variants:

@@ -12,10 +12,12 @@ from ssm_conda.project import RUN_EXPORTS, package
 
 
 def check_contents(unpacked: Path, index: IndexJson, variant: PlannedVariant) -> None:
-    """ValueError (one line) unless the unpacked package holds only its module's files (in the variant's site-packages),
-    its test files and info/, is named as `variant` renders, and depends on exactly what the recipe renders."""
-    record, recipe = package(variant.package), variant.rendered.recipe
-    site = "Lib/site-packages/" if index.subdir.startswith("win") else f"lib/python{variant.python}/site-packages/"
+    """ValueError (one line) unless the unpacked package is version-independent (noarch: python in its platform's subdir,
+    files in site-packages/, as the recipes render), holds only its module's files, its test files and info/, is named
+    as `variant` renders, and depends on exactly what the recipe renders."""
+    record, recipe, site = package(variant.package), variant.rendered.recipe, "site-packages/"
+    if not index.noarch.python or index.subdir == "noarch":
+        raise ValueError(f"not a version-independent package for {index.subdir} (noarch: python in a platform's subdir)")
     tests = f"etc/conda/test-files/{variant.package}/"
     own = (f"{record.module}/*", f"{record.module}-*.dist-info/*", *(f"{module}.py" for module in record.extensions),
            *(f"__pycache__/{module}.*.pyc" for module in record.extensions))

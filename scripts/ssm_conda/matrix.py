@@ -278,9 +278,10 @@ def choose_built(items: Iterable[T], name_and_build: Callable[[T], tuple[str, st
     return [item for item, name, build in named if (name, without_hash(build)) in wanted]
 
 
-def build_glob(vfile: VariantFile, python: str, torch: str, generation: str | None = None) -> str:
-    """A glob of the build strings of one (CUDA, Python, torch) variant, of `generation` or any, less the hash."""
-    selection = Selection(cuda=vfile.cuda, python=python, torch=torch, generations=(generation,) if generation else None,
-                          packages=NAMES[:1])
+def build_glob(vfile: VariantFile, torch: str, generation: str | None = None) -> str:
+    """A glob of the build strings of one (CUDA, torch) variant, of `generation` or any, less the hash (one package serves
+    every Python from the file's on)."""
+    selection = Selection(cuda=vfile.cuda, python=vfile.pythons[0], torch=torch,
+                          generations=(generation,) if generation else None, packages=NAMES[:1])
     rendered = [without_hash(v.build_string) + "_" for v in plan(selection, files=[vfile])]
     return os.path.commonprefix(rendered) + "*"

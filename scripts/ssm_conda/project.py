@@ -26,7 +26,8 @@ NAMES = tuple(p.name for p in PACKAGES)
 # add to a package's depends, as rattler-build's finalized_dependencies of our packages list them
 RUN_EXPORTS = {"gcc": ("libgcc",), "gxx": ("libstdcxx",), "sysroot": ("__glibc",), "cuda-nvcc": ("cuda-version",),
                "cuda-cudart-dev": ("cuda-cudart",), "cuda-arch": ("cuda-arch",), "pytorch": ("pytorch", "libtorch"),
-               "python": ("python_abi",), "vs2022": ("vc", "vc14_runtime", "ucrt"), "vs": ("vc", "vc14_runtime", "ucrt")}
+               "python-abi3": ("cpython", "_python_abi3_support"), "vs2022": ("vc", "vc14_runtime", "ucrt"),
+               "vs": ("vc", "vc14_runtime", "ucrt")}
 
 
 def package(name: str) -> Package:

@@ -152,14 +152,14 @@ def advise(facts: Facts, files: Sequence[VariantFile], versions: Mapping[str, st
     findings += generation_notes
     pinned = generation if generation and not (facts.env.kind == "pixi" and not facts.env.this_project) else None
     # conda-forge's builds, where it is the only channel, are cuda130py312h<hash>_<n>, one pytorch pin per release
-    build_string = (build_glob(vfile, target.python, target.torch, pinned) if ours(channels)
+    build_string = (build_glob(vfile, target.torch, pinned) if ours(channels)
                     else f"cuda{vfile.cuda.replace('.', '')}*py{target.python.replace('.', '')}*")
     findings += channel_notes(channels, chosen, build_string, packaged)
     arch_arg = build_arch_arg(facts.driver.compute_caps, vfile)
     archs = (f"--generation {generation}" if generation and generation != ALL_ARCHS
              else f"--generation {ALL_ARCHS}" if arch_arg == ALL_ARCHS else f"--arch {shlex.quote(arch_arg)}")
     build = (f"ssm-conda build {''.join(f'--package {p} ' for p in chosen if p != NAMES[0])}--cuda {vfile.cuda} "
-             f"--python {target.python} --torch {target.torch} {archs}")
+             f"--torch {target.torch} {archs}")
     told = facts.conda is not None and "__cuda_arch" in facts.conda.virtual  # conda sees the GPU by itself
     cuda_arch = facts.driver.compute_caps[0] if pinned and pinned != ALL_ARCHS and not told else None
     install = install_commands(facts, vfile.cuda, build_string, channels, chosen, target.python, cuda_arch) if packaged else []

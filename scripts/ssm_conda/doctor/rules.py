@@ -171,9 +171,9 @@ def driver_too_old(facts: Facts, target: Target) -> list[Finding]:
 def minor_not_packaged(facts: Facts, target: Target) -> list[Finding]:
     """The Python and the torch minor here, each where the variant has no package for it."""
     python, torch, vfile, found = facts.interpreter.minor, facts.interpreter.torch, target.variant, []
-    if python and python not in vfile.pythons:
-        found.append(note("python-not-packaged", f"no package for Python {python} (packaged: {', '.join(vfile.pythons)}): "
-                          "build one", unpackaged=True))
+    if python and version_key(python) < version_key(vfile.pythons[0]):
+        found.append(note("python-not-packaged", f"no package for Python {python} (packaged: {vfile.pythons[0]} and later): "
+                          "use a later Python", unpackaged=True))
     if torch is not None and torch.minor and torch.minor not in vfile.torches:
         found.append(note("torch-not-packaged", f"no package for torch {torch.minor} with CUDA {vfile.cuda} (packaged: "
                           f"{', '.join(vfile.torches)}): build one, or install a packaged torch", unpackaged=True))
@@ -240,7 +240,7 @@ def ssm_torch_mismatch(facts: Facts, target: Target) -> list[Finding]:
     which = ", ".join(f"{n} {d.version} for torch {built.get(n, '?')} ({d.conda_build or d.installer or 'pip'})"
                       for n, d in dists)
     pip = " ".join(n for n, d in dists if not d.from_conda)
-    build = build_glob(target.variant, target.python, target.torch)
+    build = build_glob(target.variant, target.torch)
     return [warning("ssm-torch-mismatch", f"torch builds disagree: {which}; torch here is {here or '?'}: their extensions fail "
                     "with `undefined symbol` or crash; install the matching pair from this project's channel: "
                     + (f"`{shlex.quote(interp.executable)} -m pip uninstall -y {pip}`, then " if pip else "")

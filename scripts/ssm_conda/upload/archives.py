@@ -100,8 +100,6 @@ def check_package(pkg: LocalPackage, indexed: dict[str, str]) -> None:
                 pkg.problem = f"file name does not match its index.json (expected {expected})"
             elif index.subdir != pkg.subdir:
                 pkg.problem = f"lies in {pkg.subdir}/ but its index.json says subdir {index.subdir}"
-            elif not index.noarch.none and pkg.subdir != "noarch":
-                pkg.problem = f"a noarch package in {pkg.subdir}/ (noarch packages belong in noarch/)"
             else:
                 check_contents(Path(unpacked), index, pkg.rendered)
     except ValueError as exc:

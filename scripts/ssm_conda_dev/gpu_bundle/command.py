@@ -1,8 +1,8 @@
 """Make the GPU check: one file to copy onto a GPU node that has a Python with pip's CUDA torch and nothing else
 (no conda, no network, no compiler), and run there with that Python.
 
-    ssm-conda-dev gpu-bundle                       # CUDA 13.0, torch 2.11, Python 3.12, sm90: output/ -> gpu-check-....pyz
-    python3 gpu-check-cuda130-py312-torch211-sm90.pyz   # on the node: tests, benchmark, ./gpu-check-results/
+    ssm-conda-dev gpu-bundle                       # CUDA 13.0, torch 2.11, sm90, Python 3.10+: output/ -> gpu-check-....pyz
+    python3 gpu-check-cuda130-py310-torch211-sm90.pyz   # on the node: tests, benchmark, ./gpu-check-results/
 
 It takes the causal-conv1d and mamba-ssm packages of one variant from the output channel, each checked whole
 first, and writes a zip application: the packages' site-packages files and their test files (as `rattler-build
@@ -38,12 +38,13 @@ BENCHMARK = ("ssm_conda/__init__.py", "ssm_conda/console.py", "ssm_conda/cli.py"
              *(f"ssm_conda_dev/benchmarks/{name}.py" for name in ("__init__", "kernels", "kernel_cases",
                                                                   "causal_conv1d_ops", "selective_scan_ops")))
 # A package's files the node needs: its Python modules and extension, and its test files (etc/conda/test-files/NAME/)
-TAKEN = ("lib/python", "etc/conda/test-files/")
+TAKEN = ("site-packages/", "etc/conda/test-files/")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda", default="13.0", help="the variant's CUDA version (default 13.0: pip's torch +cu130)")
-    parser.add_argument("--python", default="3.12", help="the variant's Python X.Y, the node's (default 3.12)")
+    parser.add_argument("--python", help="the variant's Python X.Y (default: the variant file's); the packages run on it "
+                        "and every later Python, the node's")
     parser.add_argument("--torch", default="2.11", help="the variant's pytorch minor, the node's torch (default 2.11)")
     parser.add_argument("--generation", action="append", help="the variant's GPU generation, the node's GPU (default "
                         "sm90: an H100), or all; once (a bundle holds one variant)")
@@ -91,6 +92,12 @@ def package_files(unpacked: Path, name: str) -> list[tuple[Path, str]]:
             and (not relative.startswith(TAKEN[1]) or relative.startswith(f"{TAKEN[1]}{name}/"))]
 
 
+def node_tests(tests: list[dict]) -> list[dict]:
+    """The test section less its abi3audit step: it reads the library's symbols, as the build did, and needs a tool the
+    node lacks."""
+    return [t for t in tests if "abi3audit" not in t.get("requirements", {}).get("run", [])]
+
+
 def variant_facts(variant: PlannedVariant) -> dict:
     """What the runner checks the node against: Python, torch minor, CUDA, the GPU generation and its gate."""
     gate = next((r.split(maxsplit=1)[1] for r in variant.rendered.recipe.requirements.run if r.startswith("__cuda_arch ")),
@@ -133,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             if not tests.is_file():
                 raise UsageError(f"{path}: it records no test section (info/tests/tests.yaml): built without its tests?")
             manifest["packages"].append({"name": index.name.normalized, "version": str(index.version), "build": str(index.build),
-                                         "file": path.name, "tests": yaml.safe_load(tests.read_text())})
+                                         "file": path.name, "tests": node_tests(yaml.safe_load(tests.read_text()))})
             members += package_files(unpacked, variant.package)
             outcomes.append(Outcome(variant.package, variant.label, "ok", size=path.stat().st_size, path=path))
         scripts = Path(ssm_conda_dev.__file__).resolve().parents[1]
@@ -141,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         write_bundle(target, manifest, members)
     outcomes.append(Outcome("bundle", facts["label"], "ok", size=target.stat().st_size, path=target))
     print_summary(outcomes)
-    print(f"on the GPU node: python{facts['python']} {target.name}   (torch {facts['torch']}, CUDA {facts['cuda']}, "
+    print(f"on the GPU node: python3 {target.name}   (Python {facts['python']}+, torch {facts['torch']}, CUDA {facts['cuda']}, "
           f"a GPU of {facts['generation']}; results in ./gpu-check-results)")
     return 0
 

@@ -60,9 +60,9 @@ def bounds_hold(spec: str, version: tuple[int, ...]) -> bool:
 def check_node(variant: dict, dry_run: bool) -> str:
     """The torch and GPU here against the packages' variant; a line describing them, else Refusal."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if python != variant["python"]:
-        raise Refusal(3, f"these packages are for Python {variant['python']}, this is Python {python} ({sys.executable}): "
-                         f"run the bundle with a Python {variant['python']} that has torch {variant['torch']}")
+    if tuple(map(int, python.split("."))) < tuple(map(int, variant["python"].split("."))):
+        raise Refusal(3, f"these packages are for Python {variant['python']} and later, this is Python {python} "
+                         f"({sys.executable}): run the bundle with a later Python that has torch {variant['torch']}")
     try:
         import torch
     except ImportError as exc:
@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
         # the recipes' `python` is this one (a script, not a link: a link to a venv's python leaves the venv)
         (shims / "python").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
         (shims / "python").chmod(0o755)
-        site = prefix / "lib" / f"python{variant['python']}" / "site-packages"
+        site = prefix / "site-packages"  # version-independent packages' files, as the installer reads them
         env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONNOUSERSITE": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
                "PYTHONDONTWRITEBYTECODE": "1"}
