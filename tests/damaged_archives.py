@@ -1,7 +1,7 @@
 """Small real packages named as recipe/ names them, and damaged copies of them, for every test that hands
 archives to a command (upload's pre-check, verify, gpu-test, ...). A good package looks like ours: its module in the
-variant's site-packages, its test files, and the depends the recipe renders (the run requirements and the run
-exports of the build and host requirements, as a real build lists them).
+site-packages, its test files, and the depends the recipe renders (the run requirements and the run exports of
+the build and host requirements, as a real build lists them), version-independent (noarch: python in linux-64).
 
 A damage is a function of a good package lying in a channel (CHANNEL/SUBDIR/FILE): it damages the file in
 place, or puts the bad file beside it, and returns the path the command will find. DAMAGES names them all;
@@ -34,7 +34,7 @@ FOREIGN_NAMES = ("python", "libgcc", "cuda-nvcc_linux-64", "numpy")
 
 
 @functools.cache
-def rendered_variant(cuda: str = "13.0", python: str = "3.12", torch: str = "2.13", generation: str = "all",
+def rendered_variant(cuda: str = "13.0", python: str = "3.10", torch: str = "2.13", generation: str = "all",
                      package: str = "causal-conv1d", platform: str = "linux-64") -> PlannedVariant:
     """One variant of a recipe, as rattler-build renders it."""
     selection = Selection(cuda=cuda, python=python, torch=torch, generations=(generation,), packages=(package,))
@@ -50,19 +50,19 @@ def rendered_name(*variant: str, platform: str = "linux-64") -> tuple[str, str, 
 
 def run_exports(variant: PlannedVariant) -> list[str]:
     """The depends conda-forge's run exports add, as causal-conv1d's and mamba-ssm's real builds list them."""
-    major, py = variant.cuda.split(".")[0], variant.python.replace(".", "")
+    major = variant.cuda.split(".")[0]
     torch_next = f"{variant.torch.split('.')[0]}.{int(variant.torch.split('.')[1]) + 1}"
     return ["__glibc >=2.28,<3.0.a0", "cuda-arch >=9.0", f"cuda-cudart >={variant.cuda}.96,<{int(major) + 1}.0a0",
             f"cuda-version >={variant.cuda},<{int(major) + 1}", "libgcc >=15", "libstdcxx >=15",
             f"libtorch >={variant.torch}.0,<{torch_next}.0a0", f"pytorch >={variant.torch}.0,<{torch_next}.0a0",
-            f"python_abi {variant.python}.* *_cp{py}"]
+            f"cpython >={variant.python}", "_python_abi3_support 1.*"]
 
 
 def our_files(files: Path, variant: PlannedVariant, text: str = "") -> Path:
     """What a build of `variant` installs, in small: its module (with the kernel library), dist-info and the module that
     loads the kernels in site-packages, its test files."""
     record, version = project_package(variant.package), variant.rendered.recipe.package.version
-    site = files / "lib" / f"python{variant.python}" / "site-packages"
+    site = files / "site-packages"
     for path, content in {f"{record.module}/__init__.py": f"# {variant.build_string} {text}\n",
                           f"{record.module}-{version}.dist-info/METADATA": f"Name: {record.module}\nVersion: {version}\n",
                           f"{record.module}/_C.abi3.so": "ELF", f"{record.extensions[0]}.py": "import torch\n",
@@ -75,19 +75,19 @@ def our_files(files: Path, variant: PlannedVariant, text: str = "") -> Path:
 
 
 def windows_package(tmp: Path, variant: PlannedVariant, extension: str = "causal_conv1d/_C.pyd") -> Path:
-    """A win-64 build of causal-conv1d `variant` (Python 3.12), in small: Lib/site-packages with the kernels' .pyd, its test files,
-    depends the recipe's run requirements and the run exports of vs2022, CUDA, Python and pytorch."""
+    """A win-64 build of causal-conv1d `variant`, in small: site-packages with the kernels' .pyd, its test files,
+    depends the recipe's run requirements and the run exports of vs2022, CUDA, python-abi3 and pytorch."""
     files = tmp / "win-files"
-    for path in ("Lib/site-packages/causal_conv1d/__init__.py", "Lib/site-packages/causal_conv1d-1.7.0.dist-info/METADATA",
-                 "Lib/site-packages/causal_conv1d_cuda.py",
-                 f"Lib/site-packages/{extension}", "etc/conda/test-files/causal-conv1d/test_import.py"):
+    for path in ("site-packages/causal_conv1d/__init__.py", "site-packages/causal_conv1d-1.7.0.dist-info/METADATA",
+                 "site-packages/causal_conv1d_cuda.py",
+                 f"site-packages/{extension}", "etc/conda/test-files/causal-conv1d/test_import.py"):
         (files / path).parent.mkdir(parents=True, exist_ok=True)
         (files / path).write_text("ours\n")
     depends = [*variant.rendered.recipe.requirements.run, "vc >=14.3,<15", "vc14_runtime >=14.44.35208", "ucrt >=10.0.20348.0",
-               "cuda-version >=13.0,<14", "cuda-arch >=9.0", "python_abi 3.12.* *_cp312", "pytorch >=2.13.0,<2.14.0a0",
-               "libtorch >=2.13.0,<2.14.0a0"]
+               "cuda-version >=13.0,<14", "cuda-arch >=9.0", "cpython >=3.10", "_python_abi3_support 1.*",
+               "pytorch >=2.13.0,<2.14.0a0", "libtorch >=2.13.0,<2.14.0a0"]
     return Path(assemble_package(variant.package, "1.7.0", "win-64", variant.build_string, tmp / "win-out", files_dir=files,
-                                 depends=depends).path)
+                                 depends=depends, noarch="python").path)
 
 
 def build_package(out: Path, name: str, version: str, build: str, subdir: str = "linux-64", noarch: str | None = None,
@@ -110,7 +110,8 @@ def good_package(channel: Path, *variant: str, subdir: str = "linux-64", text: s
     depends = [*rendered.rendered.recipe.requirements.run, *run_exports(rendered)]
     with tempfile.TemporaryDirectory() as files:
         files_dir = our_files(Path(files), rendered, text)
-        return Path(assemble_package(name, version, subdir, build, channel / subdir, files_dir=files_dir, depends=depends).path)
+        return Path(assemble_package(name, version, subdir, build, channel / subdir, files_dir=files_dir, depends=depends,
+                                     noarch="python").path)
 
 
 def parts(package: Path) -> tuple[str, str, str]:
@@ -274,9 +275,9 @@ def zip_bomb(package: Path) -> Path:
     return _retarred(package, "pkg-", lambda entries: [*entries, (header, Zeros(header.size))])
 
 
-def _rebuilt(package: Path, add: str = "", depends: tuple[str, ...] = (), build: str = "") -> Path:
+def _rebuilt(package: Path, add: str = "", depends: tuple[str, ...] = (), build: str = "", per_python: bool = False) -> Path:
     """The package assembled again from its own files and index.json, with the file `add`, more depends or another
-    build string (then another file name: the old file goes)."""
+    build string (then another file name: the old file goes); `per_python`: not version-independent (no noarch)."""
     with tempfile.TemporaryDirectory() as tmp:
         files = Path(tmp, "files")
         extract(package, files)
@@ -286,23 +287,22 @@ def _rebuilt(package: Path, add: str = "", depends: tuple[str, ...] = (), build:
             (files / add).parent.mkdir(parents=True, exist_ok=True)
             (files / add).write_text("foreign\n")
         out = assemble_package(index["name"], index["version"], index["subdir"], build or index["build"], Path(tmp, "out"),
-                               files_dir=files, depends=[*index["depends"], *depends])
+                               files_dir=files, depends=[*index["depends"], *depends],
+                               noarch=None if per_python else index.get("noarch"))
         package.unlink()
         return Path(shutil.copy2(out.path, package.parent / Path(out.path).name))
 
 
 def _foreign_file(path: str) -> Callable[[Path], Path]:
     def damage(package: Path) -> Path:
-        site = f"lib/python{rendered_python(package)}/site-packages"
-        return _rebuilt(package, add=path.replace("SITE", site))
+        return _rebuilt(package, add=path.replace("SITE", "site-packages"))
 
     return damage
 
 
-def rendered_python(package: Path) -> str:
-    """X.Y of a package of ours, from its build string (cuda130_py312_...)."""
-    py = parts(package)[2].split("_")[1].removeprefix("py")
-    return f"{py[0]}.{py[1:]}"
+def not_version_independent(package: Path) -> Path:
+    """Our files and name, linked as a package of one Python (no noarch: python): not what the recipes build."""
+    return _rebuilt(package, per_python=True)
 
 
 def depends_on_evil_package(package: Path) -> Path:
@@ -332,6 +332,7 @@ HOSTILE: dict[str, Callable[[Path], Path]] = {  # issue 41: each refused before 
     "foreign site-packages/torch": _foreign_file("SITE/torch/__init__.py"),
     "depends on evil-package": depends_on_evil_package,
     "another build hash": another_build_hash,
+    "not version-independent": not_version_independent,
 }
 DAMAGES: dict[str, Callable[[Path], Path]] = {
     **{f.__name__.replace("_", " "): f

@@ -16,10 +16,10 @@ from ssm_conda.reproducible import EPOCH_FILE, build_in, build_root
 from ssm_conda.selection import Selection
 
 EPOCH = 1_700_000_000  # 2023-11-14T22:13:20Z
-MODULE = "lib/python3.12/site-packages/causal_conv1d"  # where causal-conv1d's files may lie (ssm_conda.contents)
+MODULE = "site-packages/causal_conv1d"  # where causal-conv1d's files may lie (ssm_conda.contents): version-independent
 VARIANTS = """\
 cuda_compiler_version: ["13.0"]
-python: ["3.12"]
+python: ["3.10"]
 pytorch: ["2.13"]
 gpu_generation: ["all"]
 cuda_arch_list: ["9.0+PTX"]
@@ -31,8 +31,10 @@ schema_version: 1
 package: {name: causal-conv1d, version: "1.7.0"}
 build:
   number: 0
-  string: cuda${{ cuda_compiler_version | replace('.', '') }}_py${{ python | version_to_buildstring }}\
+  string: cuda${{ cuda_compiler_version | replace('.', '') }}_cp${{ python | version_to_buildstring }}abi3\
 _torch${{ pytorch | replace('.', '') }}_${{ gpu_generation }}_h${{ hash }}_${{ build_number }}
+  python:
+    version_independent: true
   script:
     file: build.sh
     env:

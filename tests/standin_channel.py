@@ -18,28 +18,40 @@ VARIANTS = next(f for f in load_variant_files() if f.path.name == "cuda130.yaml"
 CUDA, TORCH = VARIANTS.cuda, VARIANTS.torches[-1]
 TORCH_NEXT = f"{TORCH.split('.')[0]}.{int(TORCH.split('.')[1]) + 1}"
 GENERATION, GPU = "sm90", "9.0"  # GPU: the H100's __cuda_arch
-PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python
-PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13", "3.10") if v != PYTHON]  # B differs in Python alone
-PYTHON_B_PREFIX_ENV = "SSM_CONDA_PYTHON_B_PREFIX"
+# The Python the packages are built with: the variant file's, the oldest; each package installs on every later one.
+PYTHON = VARIANTS.pythons[0]
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"  # the stand-in repacks the running Python too
+# Python B, a third the packages install on: neither the build's nor the running one
+PYTHON_B_CANDIDATES = [v for v in ("3.12", "3.11", "3.13") if v not in (PYTHON, RUNNING)]
+PYTHON_PREFIX_ENV = {"b": "SSM_CONDA_PYTHON_B_PREFIX", PYTHON: "SSM_CONDA_PYTHON_MIN_PREFIX"}
 def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
     print("$", " ".join(args), flush=True)
     return subprocess.run(args, check=True, text=True, **kwargs)
 
 
-def second_python() -> tuple[str, Path]:
-    """Variant B's Python: X.Y and a CPython installation of it with a shared libpython (what the
-    stand-in repacks), not the running Python's X.Y."""
-    named = os.environ.get(PYTHON_B_PREFIX_ENV)
+def find_python(versions: list[str], named: str | None) -> tuple[str, Path]:
+    """The first of `versions` with a CPython installation that has a shared libpython (what the stand-in repacks):
+    X.Y and its prefix, looked for in `named` (a prefix), else under ~/.pyenv/versions, /usr/local and /usr."""
     candidates = [Path(named)] if named else [
-        p for version in PYTHON_B_CANDIDATES
+        p for version in versions
         for p in [*sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*")), Path("/usr/local"), Path("/usr")]
     ]
     for prefix in candidates:
-        for version in PYTHON_B_CANDIDATES:
+        for version in versions:
             if (prefix / "bin" / f"python{version}").exists() and list((prefix / "lib").glob(f"libpython{version}.so*")):
                 return version, prefix
-    pytest.fail(f"no second CPython ({', '.join(PYTHON_B_CANDIDATES)}) with a shared libpython for variant B: "
-                f"set {PYTHON_B_PREFIX_ENV} to its prefix")
+    env = PYTHON_PREFIX_ENV["b" if len(versions) > 1 else versions[0]]
+    pytest.fail(f"no CPython {' or '.join(versions)} with a shared libpython: set {env} to its prefix")
+
+
+def second_python() -> tuple[str, Path]:
+    """Python B: X.Y and a prefix, another Python the packages must install and import on."""
+    return find_python(PYTHON_B_CANDIDATES, os.environ.get(PYTHON_PREFIX_ENV["b"]))
+
+
+def build_python() -> Path:
+    """The prefix of the Python the packages are built with (PYTHON), when it is not the running one."""
+    return find_python([PYTHON], os.environ.get(PYTHON_PREFIX_ENV[PYTHON]))[1]
 
 
 def without_system_cuda() -> dict[str, str]:
@@ -59,11 +71,12 @@ def wheel_dir_args() -> list[str]:
 
 
 def build_standin(python_b: tuple[str, Path]) -> Path:
-    """The offline stand-in channel, for this Python and for Python B, cached outside the clone."""
+    """The offline stand-in channel, for the build's Python, this Python and Python B, cached outside the clone."""
     channel = cache_dir() / "standin"
     standin_command = (sys.executable, "-m", "ssm_conda_dev", "standin", "--output-dir", str(channel), *wheel_dir_args())
     run(*standin_command, "--torch", TORCH, env=without_system_cuda())
-    run(*standin_command, "--python-prefix", str(python_b[1]), "--torch", TORCH, env=without_system_cuda())
+    for prefix in ([build_python()] if PYTHON != RUNNING else []) + [python_b[1]]:
+        run(*standin_command, "--python-prefix", str(prefix), "--torch", TORCH, env=without_system_cuda())
     # `ssm-conda-dev standin` checks its packages against conda-forge's record; so does this test
     assert check_channel(channel) == []
     return channel

@@ -12,7 +12,7 @@ import sys
 import pytest
 from ssm_conda.paths import cache_dir
 
-from tests.standin_channel import CUDA, GENERATION, PYTHON, without_system_cuda
+from tests.standin_channel import CUDA, GENERATION, RUNNING, without_system_cuda
 
 TORCH_NEXT = "2.14"  # PyPI's newest minor with CUDA 13.0 wheels; conda-forge's newest is 2.13
 
@@ -26,7 +26,7 @@ def test_both_recipes_build_against_the_next_pytorch(tmp_path):
     env = {**without_system_cuda(), "SSM_CONDA_BUILD_ROOT": str(cache_dir() / "torch-next-build-root"),
            "SSM_CONDA_CCACHE_DIR": str(cache_dir() / "ccache")}
     build = subprocess.run([sys.executable, "-m", "ssm_conda", "build", "--channel", str(channel), "--cuda", CUDA,
-                            "--python", PYTHON, "--torch", TORCH_NEXT, "--generation", GENERATION, "--output-dir",
+                            "--python", RUNNING, "--torch", TORCH_NEXT, "--generation", GENERATION, "--output-dir",
                             str(tmp_path / "out")], env=env, text=True, capture_output=True)
     print(build.stdout[-6000:], build.stderr, sep="\n")
     assert build.returncode == 0, build.stderr

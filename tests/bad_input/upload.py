@@ -14,7 +14,7 @@ from tests.damaged_archives import DAMAGES, FOREIGN_NAMES, build_package, foreig
 # damage -> (exit status, a part of the one error line): a damaged archive of ours is invalid (exit 1, with
 # the table of what was not sent), a file that is not ours is refused before any archive is read (exit 2)
 OUTSIDE = "outside the package; nothing was uploaded"
-NOT_OURS = ("is not causal-conv1d's (only lib/python3.12/site-packages/{causal_conv1d/*,causal_conv1d-*.dist-info/*,"
+NOT_OURS = ("is not causal-conv1d's (only site-packages/{causal_conv1d/*,causal_conv1d-*.dist-info/*,"
             "causal_conv1d_cuda.py,__pycache__/causal_conv1d_cuda.*.pyc}, etc/conda/test-files/causal-conv1d/ and info/ are)")
 DAMAGE_ERRORS = {
     "truncated": (1, "not a valid conda archive (File is not a zip file)"),
@@ -27,7 +27,7 @@ DAMAGE_ERRORS = {
     "garbage pkg member": (1, "not a valid conda archive (zstd decompress error: Unknown frame descriptor)"),
     "index lies about name": (1, "file name does not match its index.json (expected numpy-1.7.0-"),
     "index lies about subdir": (1, "lies in linux-64/ but its index.json says subdir linux-aarch64"),
-    "noarch in platform folder": (1, "a noarch package in linux-64/ (noarch packages belong in noarch/)"),
+    "noarch in platform folder": (1, ": not a version-independent package for linux-64 (noarch: python in a platform's subdir)"),
     "symlink out of the folder": (2, ", outside it; upload sends only the channel's own files"),
     "foreign package": (2, "linux-64/numpy-2.0.0-py312_0.conda: numpy is not built by recipe/"),
     # issue 41: crafted to escape the package, fill the disk, or bring files and depends that are not ours
@@ -44,9 +44,11 @@ DAMAGE_ERRORS = {
     "zip bomb": (1, ": unpacks to over 512 MiB (at member lib/zeros): a zip bomb?; nothing was uploaded"),
     "foreign bin/python3.11": (1, ": bin/python3.11 " + NOT_OURS),
     "foreign lib/libstdc++.so.6": (1, ": lib/libstdc++.so.6 " + NOT_OURS),
-    "foreign site-packages/torch": (1, ": lib/python3.12/site-packages/torch/__init__.py " + NOT_OURS),
+    "foreign site-packages/torch": (1, ": site-packages/torch/__init__.py " + NOT_OURS),
     "depends on evil-package": (1, ": depends on evil-package: neither a run requirement of the recipe nor a run export"),
-    "another build hash": (1, "_py312_torch213_all_hdeadbee_0, variants/ renders causal-conv1d-1.7.0-cuda1"),
+    "another build hash": (1, "_cp310abi3_torch213_all_hdeadbee_0, variants/ renders causal-conv1d-1.7.0-cuda1"),
+    # a build of the layout per Python (before the packages became version-independent), or another project's idea of ours
+    "not version-independent": (1, ": not a version-independent package for linux-64 (noarch: python in a platform's subdir)"),
 }
 DRY_RUN = ("upload", "--dry-run", "--output-dir", "{tmp}/output", "prefix", "--to", "c")
 QUETZ = ("upload", "--output-dir", "{tmp}/output", "quetz", "--url", "https://q.example", "--to", "c")

@@ -320,6 +320,7 @@ def test_python_references_finds_libpython_and_python_symbols(tmp_path):
     clean = _shared_library(tmp_path, "clean", "int twice(int x) { return 2 * x; }\n")
     assert ca.python_references(clean.read_bytes()) == []
     binding = _shared_library(tmp_path, "binding", "extern int Py_IsInitialized(void), twice(int), _Py_Count;\n"
-                              "int f(void) { return Py_IsInitialized() + _Py_Count + twice(1); }\n", "-lpython3.12", "-l:clean.so")
+                              "int f(void) { return Py_IsInitialized() + _Py_Count + twice(1); }\n", "-lpython3.12",
+                              "-l:clean.so")
     found = ca.python_references(binding.read_bytes())
     assert found[0] == "libpython3.12.so" and sorted(found[1:]) == ["Py_IsInitialized", "_Py_Count"]  # not twice, clean.so

@@ -28,7 +28,7 @@ def conda_render(conda: Conda, package: str, *args: str) -> dict[str, list[str]]
 def test_conda_render_gives_what_plan_renders(conda, package, vfile):
     planned = {v.build_string: list(v.rendered.recipe.requirements.run)
                for v in whole_matrix() if v.package == package and v.variant_file.path == vfile.path}
-    assert len(planned) > 10
+    assert len(planned) >= 4  # cuda129.yaml: four pytorch minors; cuda130.yaml: x five generations
     assert conda_render(conda, package, "-m", str(vfile.path)) == planned
 
 

@@ -52,5 +52,6 @@ def test_the_variant_key_reaches_the_build_and_the_package_test(package):
     for variant, value in ((off, "0"), (on, "1")):
         recipe = variant.rendered.recipe.to_dict()
         assert recipe["build"]["script"]["env"]["NVCC_LINEINFO"] == value
-        assert [t["script"]["env"]["SSM_CONDA_EXPECTED_LINEINFO"] for t in recipe["tests"] if "script" in t] == [value]
+        expected = [t["script"]["env"]["SSM_CONDA_EXPECTED_LINEINFO"] for t in recipe["tests"] if "env" in t.get("script", {})]
+        assert expected == [value]
     assert off.build_string != on.build_string

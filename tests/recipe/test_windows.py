@@ -20,7 +20,7 @@ BAT = RECIPES_DIR / "shared" / "build-extension.bat"
 # files: Python 3.10 to 3.14), rendered by conda-smithy from conda-forge-pinning@f875045 with its cuda130 migration
 CONDA_FORGE_WIN_64 = {"c_stdlib": ["vs"], "cxx_compiler": ["vs2022"], "cuda_compiler": ["cuda-nvcc"],
                       "cuda_compiler_version": ["13.0"], "pytorch": ["2.13"]}
-CONDA_FORGE_PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
+CONDA_FORGE_PYTHON_MIN = "3.10"  # the oldest of them: the abi3 package built with it serves them all
 # pytorch-cpu-feedstock recipe/bld.bat, CUDA 13.0, on main (2.13) and the v2.10.x-v2.12.x branches
 PYTORCH_WIN_ARCHS = "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
 
@@ -29,7 +29,7 @@ def test_only_causal_conv1d_and_only_cuda_13_0_build_for_windows():
     """mamba-ssm needs triton, which conda-forge builds for Linux only; pytorch's Windows CUDA 12 build is 12.8."""
     assert {v.package for v in VARIANTS} == {"causal-conv1d"} and {v.cuda for v in VARIANTS} == {"13.0"}
     (vfile,) = [f for f in WIN if f.cuda == "13.0"]
-    assert len(VARIANTS) == len(vfile.pythons) * len(vfile.torches) * len(vfile.generations) == 100
+    assert len(VARIANTS) == len(vfile.pythons) * len(vfile.torches) * len(vfile.generations) == 20
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.label)
@@ -39,16 +39,19 @@ def test_each_windows_variant_renders_with_exactly_these_requirements(variant):
     gate = [f"__cuda_arch >={arch_min},<{int(arch_min.split('.')[0]) + 1}"] if variant.generation != "all" else []
     assert recipe["requirements"] == {
         "build": ["vs2022_win-64", "vs2022_win-64", "cuda-nvcc_win-64 13.0.*", "vs_win-64", "ninja"],
-        "host": ["python", "pip", "setuptools", "wheel", "packaging", "cuda-version ==13.0", f"cuda-arch =={arch_min}",
+        "host": ["python", "python-abi3", "pip", "setuptools", "wheel", "packaging", "cuda-version ==13.0", f"cuda-arch =={arch_min}",
                  "cuda-cudart-dev", "cuda-crt-dev_win-64", f"pytorch {variant.torch}.* cuda*"],
         "run": [*gate, "python", "packaging", f"pytorch {variant.torch}.* cuda*", "cuda-cudart"]}
     assert recipe["build"]["script"]["file"] == "shared/build-extension.bat"
     assert recipe["build"]["script"]["env"]["TORCH_CUDA_ARCH_LIST"] == variant.archs
+    assert recipe["build"]["python"]["version_independent"] is True
     assert recipe["tests"][1]["package_contents"]["files"] == [
-        "Lib/site-packages/causal_conv1d/_C.pyd", "Lib/site-packages/causal_conv1d_cuda.py",
-        "Lib/site-packages/causal_conv1d/__init__.py"]
-    assert recipe["tests"][2]["requirements"]["run"] == ["pytest", "einops"]  # no triton, nor the C compiler it needs
-    assert re.fullmatch(rf"cuda130_py{variant.python.replace('.', '')}_torch{variant.torch.replace('.', '')}_"
+        "site-packages/causal_conv1d/_C.pyd", "site-packages/causal_conv1d_cuda.py",
+        "site-packages/causal_conv1d/__init__.py"]
+    # rendered when the test runs, with the variant's python
+    assert recipe["tests"][2]["script"] == "abi3audit %SP_DIR%\\causal_conv1d\\_C.pyd -s -v --assume-minimum-abi3 ${{ python }}"
+    assert recipe["tests"][3]["requirements"]["run"] == ["pytest", "einops"]  # no triton, nor the C compiler it needs
+    assert re.fullmatch(rf"cuda130_cp{variant.python.replace('.', '')}abi3_torch{variant.torch.replace('.', '')}_"
                         rf"{variant.generation}_h[0-9a-f]{{7}}_0", variant.build_string)
 
 
@@ -59,7 +62,7 @@ def test_the_windows_variants_are_conda_forge_s():
     (vfile,) = [f for f in WIN if f.cuda == "13.0"]
     for key, values in CONDA_FORGE_WIN_64.items():
         assert set(values) <= set(vfile.data[key]), key
-    assert vfile.data["c_compiler"] == ["vs2022"] and vfile.pythons == CONDA_FORGE_PYTHONS
+    assert vfile.data["c_compiler"] == ["vs2022"] and vfile.pythons == [CONDA_FORGE_PYTHON_MIN]
     assert not {"c_compiler_version", "cxx_compiler_version", "c_stdlib_version"} & set(vfile.data)
     assert vfile.arch_list == PYTORCH_WIN_ARCHS
     linux = next(f for f in load_variant_files(target_platform="linux-64") if f.cuda == "13.0")

@@ -44,7 +44,8 @@ def test_plan_prints_the_whole_matrix():
 def test_plan_with_selectors_and_overrides():
     result = run_cli("plan", "--cuda", "13.0", "--python", "3.11", "--torch", "2.14", "--arch", "9.0")
     assert result.returncode == 0, result.stderr
-    assert "cuda130_py311_torch214_custom_h" in result.stdout and "2 variant(s)" in result.stdout
+    assert "cuda130_cp311abi3_torch214_custom_h" in result.stdout and "2 variant(s)" in result.stdout
+    assert " 3.11+ " in result.stdout  # the package serves 3.11 and later
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines[1:3]] == ["causal-conv1d", "mamba-ssm"]
 
@@ -153,7 +154,7 @@ def options_for(tmp_path, channels=("conda-forge",), skip_existing=False) -> bui
 def fake_variant(cuda: str, run_build) -> PlannedVariant:  # noqa: ANN001
     recipe = SimpleNamespace(package=SimpleNamespace(name="causal-conv1d", version="1.7.0"))
     rendered = SimpleNamespace(recipe=recipe, run_build=run_build)
-    return PlannedVariant(cuda, "3.12", "2.13", "9.0+PTX", "sm90", "cuda130_py312_torch213_sm90_h0_0", None,
+    return PlannedVariant(cuda, "3.10", "2.13", "9.0+PTX", "sm90", "cuda130_cp310abi3_torch213_sm90_h0_0", None,
                           {"c_stdlib_version": ["2.28"]}, rendered)
 
 
@@ -229,7 +230,7 @@ def test_line_info_is_a_variant_of_its_own():
     plain = run_cli("plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13", "--generation", "sm90")
     lines = run_cli("plan", "--cuda", "13.0", "--python", "3.12", "--torch", "2.13", "--generation", "sm90", "--line-info")
     assert plain.returncode == lines.returncode == 0, plain.stderr + lines.stderr
-    strings = [re.findall(r"cuda130_py312_torch213_sm90_h[0-9a-f]{7}_0", r.stdout) for r in (plain, lines)]
+    strings = [re.findall(r"cuda130_cp312abi3_torch213_sm90_h[0-9a-f]{7}_0", r.stdout) for r in (plain, lines)]
     assert len(strings[0]) == len(strings[1]) == 2 and not set(strings[0]) & set(strings[1])
 
 
@@ -238,7 +239,7 @@ def test_plan_reads_the_variants_dir_and_verbose_shows_each_variants_keys(tmp_pa
     (tmp_path / "cuda129.yaml").write_text((VARIANTS_DIR / "cuda129.yaml").read_text())
     assert cli.main(["plan", "--variants-dir", str(tmp_path), "--python", "3.12", "--torch", "2.13", "-v"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "2 variant(s)" and all("cuda129_py312_torch213_all_h" in line for line in lines[-3:-1])
+    assert lines[-1] == "2 variant(s)" and all("cuda129_cp312abi3_torch213_all_h" in line for line in lines[-3:-1])
     keys = [line for line in lines if line.startswith(("causal-conv1d cuda129", "mamba-ssm cuda129"))]
     assert len(keys) == 2 and all("'cuda_compiler_version': ['12.9']" in line and "'pytorch': ['2.13']" in line for line in keys)
     assert cli.main(["plan", "--variants-dir", str(tmp_path / "none")]) == 2
@@ -358,7 +359,7 @@ def test_a_built_package_is_servable_at_once(tmp_path):
 
 def test_skip_existing_skips_a_variant_the_output_channel_has(tmp_path):
     (tmp_path / "out" / "linux-64").mkdir(parents=True)
-    present = tmp_path / "out" / "linux-64" / "causal-conv1d-1.7.0-cuda130_py312_torch213_sm90_h0_0.conda"
+    present = tmp_path / "out" / "linux-64" / "causal-conv1d-1.7.0-cuda130_cp310abi3_torch213_sm90_h0_0.conda"
     present.write_bytes(b"built before")
     variant = fake_variant("13.0", lambda **_: pytest.fail("built again"))
     outcome = build.build_one(variant, options_for(tmp_path, skip_existing=True))

@@ -69,7 +69,7 @@ def test_the_module_runs_without_being_installed(tmp_path):
     assert env["PYTHONPATH"].split(":")[0].endswith("/scripts")
     result = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "cuda130_py312_torch213_sm90_h" in result.stdout
+    assert "cuda130_cp312abi3_torch213_sm90_h" in result.stdout
 
 
 def oldest_allowed_python() -> tuple[str, str]:

@@ -40,7 +40,7 @@ def test_variant_file_is_self_contained(vfile):
                 "cxx_compiler", "cxx_compiler_version", "c_stdlib", "c_stdlib_version",
                 "python", "pytorch", "gpu_generation", "cuda_arch_list", "cuda_arch_supported", "zip_keys"):
         assert key in vfile.data, key
-    assert vfile.pythons == ["3.10", "3.11", "3.12", "3.13", "3.14"]
+    assert vfile.pythons == ["3.10"]  # conda-forge's python_min: each package serves it and every later CPython
     assert ["gpu_generation", "cuda_arch_list"] in vfile.data["zip_keys"]
 
 
@@ -112,8 +112,10 @@ def test_each_variant_renders_with_expected_pins(variant):
     assert "binary_relocation" not in recipe["build"]
     py = variant.python.replace(".", "")
     torch = variant.torch.replace(".", "")
-    assert re.fullmatch(rf"cuda{cuda_major}{cuda_minor}_py{py}_torch{torch}_{variant.generation}_h[0-9a-f]{{7}}_0",
+    assert re.fullmatch(rf"cuda{cuda_major}{cuda_minor}_cp{py}abi3_torch{torch}_{variant.generation}_h[0-9a-f]{{7}}_0",
                         variant.build_string)
+    # conda-forge's abi3 convention: one package for every CPython from the variant's on
+    assert recipe["build"]["python"]["version_independent"] is True and "python-abi3" in req["host"]
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -159,7 +161,7 @@ def test_generation_selects_the_files_that_list_it():
 def test_python_and_torch_outside_the_files_are_overrides():
     (v,) = plan(Selection(cuda="13.0", python="3.11", torch="2.14", arch="9.0", packages=("causal-conv1d",)))
     assert (v.python, v.torch, v.archs, v.generation) == ("3.11", "2.14", "9.0", "custom")
-    assert v.build_string.startswith("cuda130_py311_torch214_custom_h")
+    assert v.build_string.startswith("cuda130_cp311abi3_torch214_custom_h")
     gate = [r for r in v.rendered.recipe.to_dict()["requirements"]["run"] if r.startswith("__cuda_arch")]
     assert gate == ["__cuda_arch >=9.0,<10"]
 
@@ -181,7 +183,7 @@ def test_arch_is_part_of_the_hash():
     ("selection", "message"),
     [
         (Selection(cuda="11.8"), "unknown CUDA version '11.8'; accepted: 12.9, 13.0"),
-        (Selection(python="3"), "unknown Python version '3'; accepted: 3.10, 3.11, 3.12, 3.13, 3.14"),
+        (Selection(python="3"), "unknown Python version '3'; accepted: 3.10"),
         (Selection(torch="latest"), "unknown pytorch version 'latest'; accepted: 2.10, 2.11, 2.12, 2.13"),
         (Selection(cuda="13.0", arch="10.3"), "unknown architecture '10.3' for CUDA 13.0"),
         (Selection(cuda="13.0", arch="sm_90"), "unknown architecture 'sm_90' for CUDA 13.0"),
@@ -214,8 +216,8 @@ def file_names(*selections: Selection) -> list[str]:
 
 
 def test_a_selection_chooses_what_rattler_build_renders_for_it():
-    names = file_names(Selection(cuda="13.0", python="3.12", torch="2.13", generations=("all", "sm90")),
-                       Selection(cuda="12.9", python="3.11", torch="2.12"))
+    names = file_names(Selection(cuda="13.0", torch="2.13", generations=("all", "sm90")),
+                       Selection(cuda="12.9", torch="2.12"))
 
     def chosen(**kw) -> list[str]:
         return sorted(choose_built(names, lambda n: name_and_build_of(n), Selection(**kw)))
@@ -226,9 +228,9 @@ def test_a_selection_chooses_what_rattler_build_renders_for_it():
     assert chosen(cuda="13.0", generations=("sm90",)) == [n for n in names if "_sm90_" in n]
     assert chosen(cuda="12.9") == [n for n in names if "cuda129" in n]
     assert chosen(packages=("mamba-ssm",)) == [n for n in names if n.startswith("mamba-ssm-")]
-    assert chosen(cuda="13.0", python="3.12", torch="2.13", generations=("all",), packages=("causal-conv1d",)) == \
+    assert chosen(cuda="13.0", python="3.10", torch="2.13", generations=("all",), packages=("causal-conv1d",)) == \
         [n for n in names if n.startswith("causal-conv1d-") and "cuda130" in n and "_all_" in n]
-    assert chosen(python="3.10") == []
+    assert chosen(python="3.11") == []  # an override: a package for 3.11 and later, which none of these is
     # another hash (a build against a stand-in channel's compilers): the same variant
     other_hash = [n.replace("_h", "_hffff", 1) for n in names]
     assert len(choose_built(other_hash, name_and_build_of, Selection(cuda="12.9"))) == 2
@@ -245,12 +247,12 @@ def test_the_build_glob_is_what_rattler_build_renders_less_the_hash():
     cuda130 = next(f for f in load_variant_files() if f.cuda == "13.0")
     every = [v.build_string for v in variants(cuda="13.0", package="causal-conv1d")]
     for generation in (None, "sm90"):
-        pattern = build_glob(cuda130, "3.12", "2.13", generation)
+        pattern = build_glob(cuda130, "2.13", generation)
         chosen = {b for b in every if fnmatch.fnmatchcase(b, pattern)}
         assert chosen == {v.build_string for v in plan(Selection(
-            cuda="13.0", python="3.12", torch="2.13", generations=(generation,) if generation else None,
+            cuda="13.0", torch="2.13", generations=(generation,) if generation else None,
             packages=("causal-conv1d",)))}, pattern
-    assert build_glob(cuda130, "3.12", "2.13", "sm90") == "cuda130_py312_torch213_sm90_*"
+    assert build_glob(cuda130, "2.13", "sm90") == "cuda130_cp310abi3_torch213_sm90_*"
 
 
 def test_standin_overrides_are_read_from_file_channels(tmp_path):

@@ -65,7 +65,7 @@ def lay_out_test_files(source_root: Path, work: Path) -> None:
     """The files of recipe.yaml's script test, where rattler-build puts them: `files.recipe` from the
     recipe folder, `files.source` from the patched sdist or from the path source that provides them."""
     recipe = rendered_recipe("causal-conv1d")
-    (files,) = [t["files"] for t in recipe["tests"] if "script" in t]
+    (files,) = [t["files"] for t in recipe["tests"] if "files" in t]  # the pytest script's
     recipe_dir = recipe_of("causal-conv1d").parent
     roots = {s["target_directory"].rstrip("/") + "/": recipe_dir / s["path"] for s in recipe["source"] if "path" in s}
     wanted = [(recipe_dir / name, name) for name in files.get("recipe", [])]

@@ -20,7 +20,7 @@ CUDA129 = VariantFile(
     {
         **read_variant_file(VARIANTS_DIR / "cuda129.yaml").data,
         "cuda_compiler_version": ["12.9"],
-        "python": ["3.10", "3.11", "3.12", "3.13", "3.14"],
+        "python": ["3.10"],
         "pytorch": ["2.12", "2.13"],
         "gpu_generation": ["all"],
         "cuda_arch_list": ["7.5;8.0;8.6;9.0;10.0;12.0+PTX"],
@@ -32,7 +32,7 @@ CUDA130 = VariantFile(
     {
         **read_variant_file(VARIANTS_DIR / "cuda130.yaml").data,
         "cuda_compiler_version": ["13.0"],
-        "python": ["3.10", "3.11", "3.12", "3.13", "3.14"],
+        "python": ["3.10"],
         "pytorch": ["2.12", "2.13"],
         "gpu_generation": ["all", "sm8x", "sm90", "sm10x", "sm12x"],
         "cuda_arch_list": ["7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX", "8.0;8.6+PTX", "9.0+PTX", "10.0+PTX", "12.0+PTX"],

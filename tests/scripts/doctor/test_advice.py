@@ -82,7 +82,7 @@ def test_pixi_channel_is_prepended() -> None:
     install = advise(facts, FILES, VERSIONS, ["https://prefix.dev/my-channel"]).install
     assert install == [
         "pixi workspace channel add --prepend https://prefix.dev/my-channel",
-        'pixi add "causal-conv1d=1.7.0=cuda130_py312_torch213_*"',
+        'pixi add "causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_*"',
     ]
     assert advise(facts, FILES, VERSIONS, ["conda-forge"]).install == [
         'pixi add "causal-conv1d=1.7.0=cuda130*py312*"'  # conda-forge's naming; no channel to add
@@ -105,10 +105,12 @@ def test_every_channel_and_package_named_is_in_the_command() -> None:
     facts = make_facts(torch=conda_torch())
     advice = advise(facts, FILES, VERSIONS, ["https://prefix.dev/a", "conda-forge", "/tmp/b c"], ["mamba-ssm", "causal-conv1d"])
     assert advice.install == ["conda install -c https://prefix.dev/a -c '/tmp/b c' -c conda-forge "
-                              '"causal-conv1d=1.7.0=cuda130_py312_torch213_*" "mamba-ssm=2.3.2.post1=cuda130_py312_torch213_*"']
+                              '"causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_*" '
+                              '"mamba-ssm=2.3.2.post1=cuda130_cp310abi3_torch213_*"']
     assert advice.build[0].startswith("ssm-conda build --package mamba-ssm --cuda 13.0 ")
     pixi = advise(replace(facts, env=PIXI_ENV), FILES, VERSIONS, ["a", "conda-forge", "b"], ["causal-conv1d"])
-    assert pixi.install == ["pixi workspace channel add --prepend a b", 'pixi add "causal-conv1d=1.7.0=cuda130_py312_torch213_*"']
+    assert pixi.install == ["pixi workspace channel add --prepend a b",
+                            'pixi add "causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_*"']
     alone = advise(make_facts(drv=DriverInfo(), env=EnvInfo(None)), FILES, VERSIONS, ["a"], ["causal-conv1d", "mamba-ssm"])
     assert alone.install[0].startswith("CONDA_OVERRIDE_CUDA=13.0 conda create -n mamba-ssm -c a -c conda-forge python=3.12 ")
 
@@ -125,7 +127,7 @@ def test_installed_mamba_ssm_is_what_gets_installed() -> None:
     advice = advise(make_facts(torch=conda_torch(), mamba=mamba, wheel=conv), FILES, VERSIONS, ["my-channel"])
     assert advice.install == [
         "/opt/env/bin/python -m pip uninstall -y causal-conv1d mamba-ssm",
-        'conda install -c my-channel -c conda-forge "mamba-ssm=2.3.2.post1=cuda130_py312_torch213_*"',
+        'conda install -c my-channel -c conda-forge "mamba-ssm=2.3.2.post1=cuda130_cp310abi3_torch213_*"',
     ]
     assert advice.build[0].startswith("ssm-conda build --package mamba-ssm --cuda 13.0 ")
     assert "causal-conv1d-too-old" in codes(advice)
@@ -135,9 +137,9 @@ def test_local_channel_without_the_package_says_build_first(tmp_path: Path) -> N
     (tmp_path / "linux-64").mkdir()
     (tmp_path / "linux-64" / "repodata.json").write_text("{}")
     advice = advise(make_facts(torch=conda_torch()), FILES, VERSIONS, [str(tmp_path)])
-    assert advice.install[0] == f'conda install -c {tmp_path} -c conda-forge "causal-conv1d=1.7.0=cuda130_py312_torch213_*"'
+    assert advice.install[0] == f'conda install -c {tmp_path} -c conda-forge "causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_*"'
     assert any("build it first" in n for n in advice.notes)
-    (tmp_path / "linux-64" / "causal-conv1d-1.7.0-cuda130_py312_torch213_habc1234_0.conda").write_bytes(b"")
+    (tmp_path / "linux-64" / "causal-conv1d-1.7.0-cuda130_cp310abi3_torch213_habc1234_0.conda").write_bytes(b"")
     advice = advise(make_facts(torch=conda_torch()), FILES, VERSIONS, [str(tmp_path)])
     assert not any("build it first" in n for n in advice.notes)
 
@@ -149,9 +151,9 @@ def test_h100_driver_580_torch_213_cu130_recommends_cuda130() -> None:
     facts = make_facts(torch=conda_torch("2.13.0", "13.0"))
     advice = advise(facts, FILES, VERSIONS, ["my-channel"])
     assert advice.cuda == "13.0" and advice.variant_file == "variants/cuda130.yaml"
-    assert advice.build_string == "cuda130_py312_torch213_*"
-    assert advice.install == ['conda install -c my-channel -c conda-forge "causal-conv1d=1.7.0=cuda130_py312_torch213_*"']
-    assert advice.build == ["ssm-conda build --cuda 13.0 --python 3.12 --torch 2.13 --arch native"]
+    assert advice.build_string == "cuda130_cp310abi3_torch213_*"
+    assert advice.install == ['conda install -c my-channel -c conda-forge "causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_*"']
+    assert advice.build == ["ssm-conda build --cuda 13.0 --torch 2.13 --arch native"]
     assert advice.warnings == [] and advice.missing == []
     text = render_text(facts, advice)
     assert "Install:" in text and "NVIDIA H100 80GB HBM3, compute capability 9.0 (sm_90)" in text
@@ -168,7 +170,7 @@ def test_unpackaged_torch_minor_means_build() -> None:
     facts = make_facts(torch=conda_torch("2.11.0", "13.0"))
     advice = advise(facts, FILES, VERSIONS)
     assert advice.install == []
-    assert advice.build == ["ssm-conda build --cuda 13.0 --python 3.12 --torch 2.11 --arch native"]
+    assert advice.build == ["ssm-conda build --cuda 13.0 --torch 2.11 --arch native"]
     assert "No package fits; build it:" in render_text(facts, advice)
 
 
@@ -222,10 +224,10 @@ def test_doctor_recommends_the_generation_of_the_oldest_gpu(gpus, generation) ->
     facts = make_facts(drv=driver(gpus=gpus), torch=conda_torch("2.13.0", "13.0"))
     advice = advise(facts, FILES, VERSIONS, ["my-channel"], gates=REAL_GATES)
     assert advice.generation == generation
-    assert advice.build_string == f"cuda130_py312_torch213_{generation}_*"
+    assert advice.build_string == f"cuda130_cp310abi3_torch213_{generation}_*"
     override = "" if generation == "all" else f"CONDA_OVERRIDE_CUDA_ARCH={gpus[0].compute_cap} "
     assert advice.install == [f'{override}conda install -c my-channel -c conda-forge '
-                              f'"causal-conv1d=1.7.0=cuda130_py312_torch213_{generation}_*"']
+                              f'"causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_{generation}_*"']
     assert any(n.startswith(f"the {'all-architecture' if generation == 'all' else generation} build") for n in advice.notes)
     if generation != "all":
         assert advice.build[0].endswith(f"--generation {generation}")
@@ -245,7 +247,7 @@ def test_doctor_says_whether_conda_reports_the_gpu(conda: CondaInfo, says: str, 
     assert any(says in n for n in advice.notes), advice.notes
     assert "nvidia-virtual-packages" in " ".join(advice.notes) or not override
     assert advice.install == [f'{override}conda install -c my-channel -c conda-forge '
-                              '"causal-conv1d=1.7.0=cuda130_py312_torch213_sm90_*"']
+                              '"causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_sm90_*"']
 
 
 def test_conda_info_reads_what_conda_reports(tmp_path) -> None:
@@ -265,7 +267,7 @@ def test_pixi_lets_the_workspace_choose_the_generation() -> None:
     """pixi solves for the GPU the workspace declares: no pinned generation, a note on how to declare it."""
     facts = make_facts(torch=conda_torch("2.13.0", "13.0"), env=PIXI_ENV)
     advice = advise(facts, FILES, VERSIONS, ["my-channel"], gates=REAL_GATES)
-    assert advice.generation == "sm90" and advice.install[-1] == 'pixi add "causal-conv1d=1.7.0=cuda130_py312_torch213_*"'
+    assert advice.generation == "sm90" and advice.install[-1] == 'pixi add "causal-conv1d=1.7.0=cuda130_cp310abi3_torch213_*"'
     assert any('arch = "9.0"' in n for n in advice.notes)
 
 
@@ -279,7 +281,7 @@ def test_no_generation_for_conda_forge_or_a_file_that_does_not_split() -> None:
 @pytest.mark.parametrize("env", [PIXI_ENV, EnvInfo("conda", "env", "/opt/env"), EnvInfo(None)])
 def test_every_printed_channel_is_shell_quoted(env: EnvInfo) -> None:
     """A local channel with a space (or any shell syntax) stays one word when a printed command is pasted."""
-    mamba = InstalledDist("2.3.2", conda_build="cuda130_py312_torch212_sm90_h0_0")
+    mamba = InstalledDist("2.3.2", conda_build="cuda130_cp310abi3_torch212_sm90_h0_0")
     advice = advise(make_facts(torch=conda_torch(), env=env, mamba=mamba), FILES, VERSIONS, ["/tmp/my out"])
     mismatch = [w.message.split("`")[-2] for w in advice.warnings if w.code == "ssm-torch-mismatch"]
     commands = [c for c in [*advice.install, *mismatch] if "/tmp/my" in c]

@@ -97,9 +97,9 @@ def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
     meta = tmp_path / "conda-meta"
     meta.mkdir()
     (meta / "pytorch-2.13.0-cuda130_generic_py312_h5a1b2c3_200.json").write_text("{}")
-    (meta / "causal-conv1d-1.7.0-cuda130_py312_torch213_h0123abc_0.json").write_text("{}")
-    (meta / "mamba-ssm-2.3.2.post1-cuda130_py312_torch213_h0123abc_0.json").write_text("{}")
-    assert doc.conda_records(str(tmp_path))["causal-conv1d"] == ("1.7.0", "cuda130_py312_torch213_h0123abc_0")
+    (meta / "causal-conv1d-1.7.0-cuda130_cp310abi3_torch213_h0123abc_0.json").write_text("{}")
+    (meta / "mamba-ssm-2.3.2.post1-cuda130_cp310abi3_torch213_h0123abc_0.json").write_text("{}")
+    assert doc.conda_records(str(tmp_path))["causal-conv1d"] == ("1.7.0", "cuda130_cp310abi3_torch213_h0123abc_0")
     probes = Probes(
         driver=lambda: driver(),
         interpreter=lambda exe, _imp: InterpreterInfo(
@@ -112,7 +112,7 @@ def test_conda_meta_marks_conda_installs(tmp_path: Path) -> None:
     assert facts.interpreter.torch.dist.conda_build == "cuda130_generic_py312_h5a1b2c3_200"
     assert facts.interpreter.torch.dist.from_conda  # conda-meta wins over the INSTALLER file
     assert facts.interpreter.causal_conv1d is not None
-    assert facts.interpreter.causal_conv1d.conda_build == "cuda130_py312_torch213_h0123abc_0"
+    assert facts.interpreter.causal_conv1d.conda_build == "cuda130_cp310abi3_torch213_h0123abc_0"
     mamba = facts.interpreter.mamba_ssm
     assert mamba is not None and (mamba.version, mamba.from_conda, mamba.torch_minor) == ("2.3.2.post1", True, "2.13")
     assert facts.env.kind == "conda" and facts.conda_override_cuda == "12.9"

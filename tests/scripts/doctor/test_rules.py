@@ -102,8 +102,8 @@ def test_installed_package() -> None:
         return rules.installed_package(make_facts(torch=conda_torch(), wheel=wheel, **kw), FILES)
 
     assert rules.installed_package(make_facts(), FILES) == []
-    [conda] = run(InstalledDist("1.7.0", "conda", conda_build="cuda130_py312_torch213_h1234567_0"))
-    assert conda.level == "note" and "cuda130_py312_torch213_h1234567_0" in conda.message
+    [conda] = run(InstalledDist("1.7.0", "conda", conda_build="cuda130_cp310abi3_torch213_h1234567_0"))
+    assert conda.level == "note" and "cuda130_cp310abi3_torch213_h1234567_0" in conda.message
     [mismatch] = run(InstalledDist("1.5.0.post8", "pip", url=UPSTREAM_WHEEL_URL))
     assert mismatch.code == "pip-wheel-mismatch"
     assert all(p in mismatch.message for p in ("torch 2.6 (here 2.13)", "CUDA 12 (here 13)", "cxx11abi"))
@@ -126,8 +126,8 @@ def test_extension_import_failed() -> None:
     assert "the installed mamba-ssm was built" in finding.message
 
 
-CONDA_CC = InstalledDist("1.7.0", "conda", conda_build="cuda130_py312_torch213_h0_0")
-CONDA_MAMBA = InstalledDist("2.3.2.post1", "conda", conda_build="cuda130_py312_torch213_h0_0")
+CONDA_CC = InstalledDist("1.7.0", "conda", conda_build="cuda130_cp310abi3_torch213_h0_0")
+CONDA_MAMBA = InstalledDist("2.3.2.post1", "conda", conda_build="cuda130_cp310abi3_torch213_h0_0")
 
 
 def test_ssm_version_mismatch() -> None:
@@ -165,9 +165,11 @@ def test_driver_too_old() -> None:
 
 
 def test_python_not_packaged() -> None:
-    assert rules.minor_not_packaged(make_facts(python="3.12.8"), target()) == []
+    """One package serves the variant file's Python and every later one (3.14, and 3.15 before the file knows it)."""
+    for python in ("3.10.4", "3.12.8", "3.14.0", "3.15.0"):
+        assert rules.minor_not_packaged(make_facts(python=python), target()) == [], python
     [finding] = rules.minor_not_packaged(make_facts(python="3.9.18"), target())
-    assert finding.unpackaged and "Python 3.9" in finding.message
+    assert finding.unpackaged and "no package for Python 3.9 (packaged: 3.10 and later)" in finding.message
 
 
 def test_torch_not_packaged() -> None:
@@ -206,7 +208,7 @@ def test_sm103_nvcc13() -> None:
     [
         (InstalledDist("1.7.0", "pip"), True),  # built here from source: maybe with nvcc 13
         (InstalledDist("1.5.0.post8+cu12torch2.13cxx11abiTRUE", "pip"), False),  # upstream's CUDA 12 wheel
-        (InstalledDist("1.7.0", "conda", conda_build="cuda130_py312_torch213_h0_0"), False),
+        (InstalledDist("1.7.0", "conda", conda_build="cuda130_cp310abi3_torch213_h0_0"), False),
     ],
 )
 def test_sm103_pip_build(wheel: InstalledDist, warned: bool) -> None:
@@ -225,8 +227,8 @@ def test_ssm_torch_mismatch() -> None:
     [pair] = run(InstalledDist("2.3.2.post1+cu13torch2.11cxx11abiTRUE", "pip"))
     assert pair.code == "ssm-torch-mismatch"
     assert "mamba-ssm 2.3.2.post1+cu13torch2.11cxx11abiTRUE for torch 2.11 (pip)" in pair.message
-    assert "causal-conv1d 1.7.0 for torch 2.13 (cuda130_py312_torch213_h0_0)" in pair.message
+    assert "causal-conv1d 1.7.0 for torch 2.13 (cuda130_cp310abi3_torch213_h0_0)" in pair.message
     assert "pip uninstall -y mamba-ssm`, then `conda install -c " in pair.message
-    assert '"mamba-ssm=*=cuda130_py312_torch213_*" "causal-conv1d=*=cuda130_py312_torch213_*"' in pair.message
+    assert '"mamba-ssm=*=cuda130_cp310abi3_torch213_*" "causal-conv1d=*=cuda130_cp310abi3_torch213_*"' in pair.message
     [other_torch] = run(CONDA_MAMBA, None, torch="2.12.0")  # both agree, but not with the torch here
     assert "torch here is 2.12" in other_torch.message and "pip uninstall" not in other_torch.message

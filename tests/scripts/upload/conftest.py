@@ -18,7 +18,7 @@ from ssm_conda.upload import targets
 from tests.damaged_archives import good_package
 
 # (cuda, python, torch, GPU generation) of the fake packages, named exactly as the recipes name them
-VARIANTS = [("13.0", "3.12", "2.13", "all"), ("12.9", "3.12", "2.13", "all"), ("13.0", "3.11", "2.12", "sm90")]
+VARIANTS = [("13.0", "3.10", "2.13", "all"), ("12.9", "3.10", "2.13", "all"), ("13.0", "3.10", "2.12", "sm90")]
 CREDENTIAL_ENV = ("PREFIX_API_KEY", "ANACONDA_API_KEY", "QUETZ_API_KEY", "ARTIFACTORY_TOKEN", "RATTLER_AUTH_FILE",
                   "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
                   "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",

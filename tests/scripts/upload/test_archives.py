@@ -46,16 +46,16 @@ def test_selectors_match_the_build_string(channel):
     def names(**kw):
         return sorted(p.variant for p in choose_built(packages, lambda p: p.name_and_build, Selection(**kw)))
 
-    everything = ["cuda129_py312_torch213_all", "cuda130_py311_torch212_sm90", "cuda130_py312_torch213_all"]
+    everything = ["cuda129_cp310abi3_torch213_all", "cuda130_cp310abi3_torch212_sm90", "cuda130_cp310abi3_torch213_all"]
     assert names() == everything
     assert names(cuda="13.0") == everything[1:]
-    assert names(cuda="13.0", python="3.12") == ["cuda130_py312_torch213_all"]
-    assert names(torch="2.12") == ["cuda130_py311_torch212_sm90"]
-    assert names(python="3.10") == []
+    assert names(cuda="13.0", python="3.10") == everything[1:]
+    assert names(torch="2.12") == ["cuda130_cp310abi3_torch212_sm90"]
+    assert names(python="3.12") == []  # an override: a package for 3.12 and later, which none of these is
 
 
 def test_no_match_is_an_error(upload_cli, capsys, channel):
-    assert upload_cli(["prefix", "--to", "c", "--python", "3.10", "--output-dir", str(channel)]) == 2
+    assert upload_cli(["prefix", "--to", "c", "--python", "3.12", "--output-dir", str(channel)]) == 2
     assert "no package in" in capsys.readouterr().err
 
 
@@ -106,9 +106,10 @@ def test_packages_not_built_here_are_refused(name, upload_cli, fake_server, caps
 
 @pytest.mark.parametrize(
     ("subdir", "variant", "version"),
-    [("noarch", ("13.0", "3.12", "2.13", "all"), None),  # ours are never noarch
-     ("linux-64", ("13.0", "3.12", "2.13", "all"), "1.6.0"),  # a version the recipe no longer builds
-     ("osx-arm64", ("13.0", "3.12", "2.13", "all"), None)],
+    [("noarch", ("13.0", "3.10", "2.13", "all"), None),  # ours lie in a platform's subdir, noarch: python or not
+     ("linux-64", ("13.0", "3.10", "2.13", "all"), "1.6.0"),  # a version the recipe no longer builds
+     ("linux-64", ("13.0", "3.12", "2.13", "all"), None),  # --python 3.12: an override, not a variant of variants/
+     ("osx-arm64", ("13.0", "3.10", "2.13", "all"), None)],
 )
 def test_builds_variants_does_not_render_are_refused(subdir, variant, version, upload_cli, fake_server, capsys, channel):
     server = fake_server()
@@ -138,16 +139,16 @@ def test_a_link_inside_the_folder_is_uploaded_once(upload_cli, fake_server, caps
 
 
 def test_a_windows_package_is_sent_with_the_rest(upload_cli, capsys, channel, tmp_path):
-    """win-64's causal-conv1d (Lib/site-packages, a .pyd, vs2022's run exports) passes the pre-check as the CI's Windows
+    """win-64's causal-conv1d (site-packages, a .pyd, vs2022's run exports) passes the pre-check as the CI's Windows
     jobs build it; mamba-ssm has no win-64 variant, so one is refused."""
-    package = windows_package(tmp_path, rendered_variant("13.0", "3.12", "2.13", "sm90", platform="win-64"))
+    package = windows_package(tmp_path, rendered_variant("13.0", "3.10", "2.13", "sm90", platform="win-64"))
     (channel / "win-64").mkdir()
     shutil.copy2(package, channel / "win-64")
     assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 0
-    assert "https://prefix.dev/c/win-64/causal-conv1d-1.7.0-cuda130_py312_torch213_sm90_h" in capsys.readouterr().out
+    assert "https://prefix.dev/c/win-64/causal-conv1d-1.7.0-cuda130_cp310abi3_torch213_sm90_h" in capsys.readouterr().out
     shutil.copy2(package, channel / "win-64" / package.name.replace("causal-conv1d-1.7.0", "mamba-ssm-2.3.2.post1"))
     assert upload_cli(["prefix", "--to", "c", "--dry-run", "--output-dir", str(channel)]) == 2
-    assert "mamba-ssm-2.3.2.post1-cuda130_py312_torch213_sm90" in capsys.readouterr().err
+    assert "mamba-ssm-2.3.2.post1-cuda130_cp310abi3_torch213_sm90" in capsys.readouterr().err
 
 
 def test_precheck_rejects_renamed_and_misplaced_files(channel, built):
@@ -170,15 +171,15 @@ def test_precheck_rejects_renamed_and_misplaced_files(channel, built):
 
 
 def test_each_package_is_held_to_its_own_variant(channel, built):
-    """Upload pairs each file with the variant its name renders (name and build string): another variant's files are
-    another Python's and another build string."""
+    """Upload pairs each file with the variant its name renders (name and build string): held to another variant, a
+    package is refused for its name (another torch pin, another build string)."""
     packages = archives.select_packages(channel, Selection())
     assert sorted((p.filename, p.rendered.build_string) for p in packages) == sorted((p.name, parts(p)[2]) for p in built)
-    other = next(p for p in packages if p.rendered.python != "3.12")
-    other.rendered = next(p for p in packages if p.rendered.python == "3.12").rendered
+    other = next(p for p in packages if p.rendered.torch != "2.13")
+    other.rendered = next(p for p in packages if p.rendered.torch == "2.13").rendered
     archives.check_package(other, {})
-    assert re.fullmatch(r"lib/python3\.11/site-packages/\S+ is not causal-conv1d's \(only "
-                        r"lib/python3\.12/site-packages/.*", other.problem)
+    assert re.fullmatch(r"index\.json says causal-conv1d-1\.7\.0-cuda130_cp310abi3_torch212_sm90_h\w+_0, variants/ renders "
+                        r"causal-conv1d-1\.7\.0-cuda1\d+_cp310abi3_torch213_all_h\w+_0", other.problem)
 
 
 def test_the_unpacked_copies_are_removed(channel, built, tmp_path, monkeypatch):

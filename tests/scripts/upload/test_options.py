@@ -81,7 +81,7 @@ def test_variants_dir_is_what_upload_renders_against(upload_cli, fake_server, ca
     assert upload_cli(args) == 0
     capsys.readouterr()
     assert upload_cli([*args, "--variants-dir", str(only_13)]) == 2  # the CUDA 12.9 package is no build of these files
-    assert "cuda129_py312_torch213_all_h" in capsys.readouterr().err
+    assert "cuda129_cp310abi3_torch213_all_h" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("target", "args", "bad"), [

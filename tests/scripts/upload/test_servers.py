@@ -30,13 +30,14 @@ from ssm_conda.upload.archives import check_all, select_packages
 from ssm_conda.upload.command import resolve, wait_until_served
 
 from tests.cached_venv import VenvError, cached_venv
-from tests.damaged_archives import DAMAGES, good_package, parts, rendered_python
+from tests.damaged_archives import DAMAGES, build_package, good_package, parts
 
 pytestmark = pytest.mark.servers
 
 QUETZ_REQUIREMENTS = Path(__file__).with_name("quetz-requirements.txt")
 # the packages sent: small real packages of ours (tests/damaged_archives.py), one variant each
-PROBE_VARIANTS = [("12.9", python, torch, "all") for python in ("3.10", "3.11", "3.12") for torch in ("2.10", "2.11", "2.12")]
+PROBE_VARIANTS = [("13.0", "3.10", torch, generation) for torch in ("2.10", "2.11", "2.12")
+                  for generation in ("all", "sm8x", "sm90")]
 DAMAGED = ["garbage pkg member", "no pkg member", "index lies about subdir", "foreign package"]  # the subset sent to each
 
 
@@ -88,19 +89,25 @@ def channel_with(tmp: Path, packages: list[Path], name: str) -> Path:
 
 def install_from(channel_url: str, prefix: Path, cache: Path, package: Path) -> list[str]:
     """Install exactly this package (its record in the channel's repodata) without its dependencies: they are
-    conda-forge's (python, pytorch, the CUDA libraries), which the server does not hold."""
+    conda-forge's (python, pytorch, the CUDA libraries), which the server does not hold. A noarch: python package
+    needs a python in the transaction to know its site-packages: an empty one, 3.12, from a channel of its own."""
     from rattler import PackageName, install
-    from ssm_conda.channels import fetch_repodata
+    from ssm_conda.channels import fetch_repodata, index_channel
 
+    local = cache / "python-channel"
+    build_package(local / "linux-64", "python", "3.12.0", "0")
+    index_channel(local)
+    python = fetch_repodata(local.as_uri(), "linux-64").load_records(PackageName("python"))
     records = [r for r in fetch_repodata(channel_url, "linux-64").load_records(PackageName(parts(package)[0]))
                if r.file_name == package.name]
-    asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, show_progress=False))
+    asyncio.run(install([*python, *records], target_prefix=prefix, cache_dir=cache, show_progress=False))
     return [f"{r.name.normalized}={r.version}" for r in records]
 
 
 def module_text(prefix: Path, package: Path) -> str:
-    """The __init__.py of an installed probe (tests/damaged_archives.py's good_package), in its Python's site-packages."""
-    return (prefix / "lib" / f"python{rendered_python(package)}" / "site-packages" / "causal_conv1d" / "__init__.py").read_text()
+    """The __init__.py of an installed probe (tests/damaged_archives.py's good_package), in the site-packages of the
+    environment's Python (install_from's)."""
+    return (prefix / "lib" / "python3.12" / "site-packages" / "causal_conv1d" / "__init__.py").read_text()
 
 
 def upload(monkeypatch, args: list[str], env: dict[str, str]) -> int:

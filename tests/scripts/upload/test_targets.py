@@ -104,7 +104,7 @@ def test_refused_stored_credential_says_how_to_log_in(upload_cli, fake_server, c
 
 def test_anaconda_upload_request(upload_cli, fake_server, capsys, channel):
     server = fake_server()
-    args = ["anaconda", "--to", "me", "--label", "dev", "--python", "3.11", "--output-dir", str(channel)]
+    args = ["anaconda", "--to", "me", "--label", "dev", "--torch", "2.12", "--output-dir", str(channel)]
     assert upload_cli(args, {"ANACONDA_API_KEY": "ana-secret-456"}) == 0
     fn, call = server.calls[0]
     assert fn == "upload_package_to_anaconda" and len(call.pop("package_files")) == 1

@@ -2,7 +2,8 @@
 CPU stand-in extensions (tests/recipe/*/cpu_kernel) in site-packages, each recipe's test files where rattler-build
 puts them (etc/conda/test-files/NAME/N/), and its test section rendered for the variant as rattler-build stores it
 (info/tests/tests.yaml; checked against a real package by the slow test of tests/test_end_to_end.py).
-The variant is this Python's and torch's (the test requirements pin torch to a minor the matrix has), sm90."""
+The variant is the variant file's Python (3.10, which this Python may run) and this torch's (the test requirements pin
+torch to a minor the matrix has), sm90."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import importlib.metadata
 import importlib.util
 import io
 import shutil
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -19,7 +19,7 @@ import pytest
 import yaml
 import zstandard
 from rattler_build import assemble_package
-from ssm_conda.matrix import PlannedVariant, plan
+from ssm_conda.matrix import PlannedVariant, load_variant_files, plan
 from ssm_conda.paths import recipe_of
 from ssm_conda.selection import Selection
 
@@ -31,7 +31,7 @@ _recipe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_recipe)
 mamba_recipe, mamba_sdist, cpu_mamba_ssm = _recipe.mamba_recipe, _recipe.mamba_sdist, _recipe.cpu_mamba_ssm
 
-PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+PYTHON = next(f for f in load_variant_files() if f.cuda == "13.0").pythons[0]  # the packages' (this one or older)
 TORCH = ".".join(importlib.metadata.version("torch").split(".")[:2])
 UPSTREAM = {"causal-conv1d": ("causal_conv1d", "causal_conv1d_cuda.py", "causal_conv1d"),
             "mamba-ssm": ("mamba_ssm", "selective_scan_cuda.py", "mamba_ssm")}  # module, stand-in, cpu_kernel folder
@@ -66,7 +66,7 @@ def fake_package(channel: Path, variant: PlannedVariant, roots: list[Path]) -> P
     """`variant`'s package with upstream's Python (from `roots`) over the CPU stand-in of its extension."""
     module, stand_in, kernel_dir = UPSTREAM[variant.package]
     files = channel.parent / f"files-{variant.package}"
-    site = files / "lib" / f"python{variant.python}" / "site-packages"
+    site = files / "site-packages"  # version-independent
     sdist_root = next(r for r in roots if (r / module).is_dir())
     shutil.copytree(sdist_root / module, site / module, ignore=shutil.ignore_patterns("__pycache__"))
     kernel = REPO_ROOT / "tests" / "recipe" / kernel_dir / "cpu_kernel"
@@ -74,7 +74,7 @@ def fake_package(channel: Path, variant: PlannedVariant, roots: list[Path]) -> P
     # as rattler-build stores them: package_contents is checked at build time and not kept, the rest numbered in order
     tests = [t for t in variant.rendered.recipe.to_dict()["tests"] if "package_contents" not in t]
     for index, test in enumerate(tests):
-        if "script" not in test:
+        if "files" not in test:  # the import and abi3audit steps
             continue
         cwd = f"etc/conda/test-files/{variant.package}/{index}"
         test["script"]["cwd"] = cwd
@@ -88,7 +88,7 @@ def fake_package(channel: Path, variant: PlannedVariant, roots: list[Path]) -> P
             copy(source, files / cwd / pattern)
         shutil.copy(kernel / "planted_bugs.py", files / cwd / "planted_bugs.py")  # `-p planted_bugs` finds it in cwd
     package = Path(assemble_package(variant.package, str(variant.rendered.recipe.package.version), "linux-64",
-                                    variant.build_string, channel / "linux-64", files_dir=files).path)
+                                    variant.build_string, channel / "linux-64", files_dir=files, noarch="python").path)
     with_info_file(package, "info/tests/tests.yaml", yaml.safe_dump(tests))
     return package
 

@@ -23,7 +23,7 @@ def make(channel, tmp_path, *extra: str) -> int:
 def test_the_bundle_holds_both_packages_their_tests_the_benchmark_and_the_runner(fake_channel, tmp_path, capsys):
     assert make(fake_channel, tmp_path) == 0
     out = capsys.readouterr().out
-    assert f"on the GPU node: python{PYTHON} check.pyz" in out
+    assert f"on the GPU node: python3 check.pyz   (Python {PYTHON}+, torch {TORCH}" in out
     bundle = tmp_path / "check.pyz"
     assert bundle.stat().st_size < command.LIMIT
     with zipfile.ZipFile(bundle) as archive:
@@ -38,13 +38,13 @@ def test_the_bundle_holds_both_packages_their_tests_the_benchmark_and_the_runner
     assert [s["env"] for s in scripts] == [
         {"CAUSAL_CONV1D_EXPECTED_ARCHS": "9.0+PTX", "SSM_CONDA_EXPECTED_LINEINFO": "0"},
         {"MAMBA_SSM_EXPECTED_ARCHS": "9.0+PTX", "SSM_CONDA_EXPECTED_LINEINFO": "0"}]
-    site = f"prefix/lib/python{PYTHON}/site-packages"
+    site = "prefix/site-packages"
     assert {f"{site}/causal_conv1d/__init__.py", f"{site}/causal_conv1d_cuda.py", f"{site}/mamba_ssm/__init__.py",
-            "prefix/etc/conda/test-files/causal-conv1d/1/tests/test_kernels.py",
-            "prefix/etc/conda/test-files/causal-conv1d/1/shared/tests/gpu_gate.py",
-            "prefix/etc/conda/test-files/mamba-ssm/1/tests/test_transformers.py",
+            "prefix/etc/conda/test-files/causal-conv1d/2/tests/test_kernels.py",
+            "prefix/etc/conda/test-files/causal-conv1d/2/shared/tests/gpu_gate.py",
+            "prefix/etc/conda/test-files/mamba-ssm/2/tests/test_transformers.py",
             "lib/ssm_conda_dev/benchmarks/kernels.py", "lib/ssm_conda/console.py", "lib/rich/__init__.py"} <= names
-    assert not [n for n in names if n.startswith("prefix/") and not n.startswith(("prefix/lib/", "prefix/etc/conda/"))]
+    assert not [n for n in names if n.startswith("prefix/") and not n.startswith(("prefix/site-packages/", "prefix/etc/conda/"))]
     assert not [n for n in names if "__pycache__" in n]
 
 
