@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 
 from ssm_conda_dev.standin import debian
-from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
+from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, PYTHON_MIN, TOOL_WHEELS
 from ssm_conda_dev.standin.cuda import CUDA_PACKAGES, TARGETS, CudaPackage, cuda_packages
 from ssm_conda_dev.standin.debian import DebianPackages
 from ssm_conda_dev.standin.host import Machine, TargetWheels
-from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, read_metadata
+from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, noarch_python, read_metadata
 
 # Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
 # Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
@@ -74,10 +74,11 @@ def standins(m: Machine) -> list[StandIn]:
     ]
     out += [StandIn(tool, "tool_wheel.yaml", {**wheel_context(m.wheels[tool], tool), "license": license})
             for tool, (_pypi, license) in TOOL_WHEELS.items()]
-    for conda in NOARCH_WHEELS:
+    for conda in (name for name in NOARCH_WHEELS if name in m.wheels):  # PYTHON_FLOORS leaves some out
         meta = read_metadata(m.wheels[conda].path)
         out.append(StandIn(conda, "noarch_wheel.yaml", wheel_context(m.wheels[conda], conda),
-                           run=conda_run_requirements(meta.requires, meta.requires_python, m.target),
+                           run=conda_run_requirements(meta.requires, meta.requires_python,
+                                                      noarch_python(meta.requires_python, PYTHON_MIN)),
                            host=["python"] if conda == "pip" else None, entry_points=meta.console_scripts))
     return [*out, *wheel_standins(m), *torch_standins(m)]
 

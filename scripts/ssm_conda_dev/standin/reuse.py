@@ -92,13 +92,19 @@ def channel_pythons(channel: Path) -> list[str]:
                   key=Version)  # type: ignore[arg-type]
 
 
+def slot(package: Path) -> tuple[str, ...]:
+    """What a newer build of a package replaces: its name in its subdir; for a noarch: python one (pyh...), that
+    version only: another version is another Python's (Requires-Python: networkx 3.4 for 3.10, 3.6 for 3.11 on)."""
+    name, version, build = package.name.removesuffix(".conda").rsplit("-", 2)
+    return (package.parent.name, name, version) if build.startswith("pyh") else (package.parent.name, name)
+
+
 def prune_channel(channel: Path, keep: set[Path], py_ver: str, log: Callable[[str], None]) -> list[Path]:
     """Remove older builds of what this run built (a changed stand-in recipe) in the subdir it built
     them in. Packages of another Python or platform stay: one channel serves them all."""
-    built = {(p.parent.name, p.name.rsplit("-", 2)[0]) for p in keep}
-    removed = sorted(p for subdir in {sub for sub, _ in built} for p in (channel / subdir).glob("*.conda")
-                     if (subdir, p.name.rsplit("-", 2)[0]) in built and p not in keep
-                     and package_python(p) in (None, py_ver))
+    built = {slot(p) for p in keep}
+    removed = sorted(p for subdir in {p.parent.name for p in keep} for p in (channel / subdir).glob("*.conda")
+                     if slot(p) in built and p not in keep and package_python(p) in (None, py_ver))
     for stale in removed:
         log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
         stale.unlink()

@@ -102,6 +102,15 @@ def test_prune_keeps_the_packages_of_other_pythons(tmp_path):
     assert reuse.channel_pythons(tmp_path) == ["3.11"]
 
 
+def test_prune_keeps_the_noarch_versions_of_other_pythons(tmp_path):
+    """Requires-Python gives Python 3.10 networkx 3.4.2 and 3.11 on 3.6.1: both stay; a rebuild of 3.4.2 replaces its own."""
+    ours = write_conda(reuse.package_path(tmp_path, "noarch", "networkx", "3.4.2", "pyhnew_0"))
+    ours_old = write_conda(reuse.package_path(tmp_path, "noarch", "networkx", "3.4.2", "pyhold_0"))
+    theirs = write_conda(reuse.package_path(tmp_path, "noarch", "networkx", "3.6.1", "pyhcc0d12b_0"))
+    assert reuse.prune_channel(tmp_path, {ours}, "3.10", lambda _msg: None) == [ours_old]
+    assert theirs.exists()
+
+
 def test_prune_keeps_the_packages_of_other_platforms(tmp_path):
     """A linux-64 run and a linux-aarch64 run build libgcc each, into their own subdirs."""
     ours = write_conda(reuse.package_path(tmp_path, "linux-64", "libgcc", "12.2.0", "hnew_0"))
