@@ -49,7 +49,8 @@ CUDA_TOOLKIT_WHEELS = {
 NVIDIA_DEPS = {"libcusparse": ("libnvjitlink",), "libcusolver": ("libcublas", "libcusparse", "libnvjitlink")}
 # Stand-ins repacked from the machine itself, or empty metapackages, not from a wheel (see packages.standins()).
 MACHINE_PACKAGES = (
-    "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
+    "python", "python_abi", "python-abi3", "_python_abi3_support", "cpython", "python-gil", "libgcc", "libstdcxx",
+    "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
     "cuda-version", "cuda-arch", "cuda-nvcc_linux-64", "libtorch", "pytorch",
     "sysroot_linux-aarch64", "gcc_impl_linux-aarch64", "gcc_linux-aarch64", "gxx_linux-aarch64",
     "cross-python_linux-aarch64", "crossenv", "cuda-nvcc_linux-aarch64", "arm-variant",

@@ -61,6 +61,7 @@ def standins(m: Machine) -> list[StandIn]:
         StandIn("python", "python.yaml", {"version": m.target.python_full_version, "src_prefix": str(m.python_prefix),
                                           "py_ver": py_ver}),
         StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver}),
+        *abi3_standins(m.target),
         StandIn("libgcc", "runtime_lib.yaml", {"name": "libgcc", "version": gcc, "libs": " ".join(m.libgcc_libs)}),
         StandIn("libstdcxx", "runtime_lib.yaml", {"name": "libstdcxx", "version": gcc, "libs": " ".join(m.libstdcxx_libs)},
                 run=[f"libgcc =={gcc}"]),
@@ -81,6 +82,17 @@ def standins(m: Machine) -> list[StandIn]:
                                                       noarch_python(meta.requires_python, PYTHON_MIN)),
                            host=["python"] if conda == "pip" else None, entry_points=meta.console_scripts))
     return [*out, *wheel_standins(m), *torch_standins(m)]
+
+
+def abi3_standins(target: TargetPython) -> list[StandIn]:
+    """conda-forge's python-abi3 (what an abi3 recipe's host asks for) for this Python, the cpython and
+    python-gil outputs of its python, and _python_abi3_support, which ties them together."""
+    major, minor = (int(part) for part in target.py_ver.split("."))
+    version = {"version": target.python_full_version, "py_ver": target.py_ver}
+    return [StandIn("python-abi3", "python-abi3.yaml", {"py_ver": target.py_ver, "version_hex": f"0x{major:02x}{minor:02x}0000"}),
+            StandIn("_python_abi3_support", "python_abi3_support.yaml", {}),
+            StandIn("cpython", "cpython.yaml", {"name": "cpython", **version}),
+            StandIn("python-gil", "cpython.yaml", {"name": "python-gil", **version})]
 
 
 def aarch64_standins(m: TargetWheels) -> list[StandIn]:

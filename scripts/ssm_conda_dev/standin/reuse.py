@@ -16,6 +16,8 @@ from typing import Any
 from packaging.version import Version
 
 TARGET_PLATFORM = "linux-64"
+# Packages whose version is their Python's (X.Y or X.Y.Z): one per Python, noarch or not.
+PYTHON_VERSIONED = ("python", "python_abi", "python-abi3", "cpython", "python-gil")
 # py311 in a build string (py311h1234abc_0, cuda130_generic_py311_h...): built for CPython 3.11.
 PY_BUILD_TAG_RE = re.compile(r"(?:^|_)py(3)(\d+)(?=h|_|$)")
 
@@ -78,9 +80,9 @@ def clean_build_dirs(channel: Path) -> None:
 
 def package_python(path: Path) -> str | None:
     """The Python X.Y a stand-in package is built for (from its file name), or None for any Python:
-    python-3.12.1-*, python_abi-3.12-* and builds tagged py312 (numpy, pytorch, ...) are 3.12's."""
+    python-3.12.1-*, python_abi-3.12-* (PYTHON_VERSIONED) and builds tagged py312 (numpy, pytorch, ...) are 3.12's."""
     name, version, build = path.name.removesuffix(".conda").rsplit("-", 2)
-    if name in ("python", "python_abi"):
+    if name in PYTHON_VERSIONED:
         return ".".join(version.split(".")[:2])
     match = PY_BUILD_TAG_RE.search(build)
     return f"{match[1]}.{match[2]}" if match else None

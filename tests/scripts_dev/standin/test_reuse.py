@@ -127,6 +127,10 @@ def test_prune_keeps_the_packages_of_other_platforms(tmp_path):
     ("markupsafe-3.0.4-py314h3a93723_0.conda", "3.14"),
     ("pytorch-2.14.1-cuda130_generic_py312_h90ee949_0.conda", "3.12"),
     ("pip-26.3-pyhc1a33c8_0.conda", None),
+    ("python-abi3-3.10-h9e828f6_3.conda", "3.10"),
+    ("cpython-3.10.13-ha8f5241_0.conda", "3.10"),
+    ("python-gil-3.12.1-h263048c_0.conda", "3.12"),
+    ("_python_abi3_support-1.0-h4616a5c_3.conda", None),
     ("libgcc-12.2.0-h839968c_0.conda", None),
     ("cuda-version-13.0-hefd1383_0.conda", None),
 ])
