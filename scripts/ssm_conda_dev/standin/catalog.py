@@ -7,12 +7,14 @@ from ssm_conda_dev.standin.cuda import cuda_packages
 # Pure-Python packages repacked as noarch: python, conda name = PyPI name. Run requirements and
 # entry points come from each wheel's own metadata.
 # After einops: transformers (mamba-ssm's run requirement) and the tree its Requires-Dist pulls in; after
-# tomlkit: what Python 3.10 adds (exceptiongroup, tomli).
+# tomlkit: what Python 3.10 adds (exceptiongroup, tomli), then abi3audit (an abi3 recipe's test) and its tree.
 NOARCH_WHEELS = ("pip", "setuptools", "packaging", "wheel", "typing_extensions", "filelock", "fsspec", "mpmath",
                  "sympy", "networkx", "jinja2", "iniconfig", "pluggy", "pygments", "pytest", "einops",
                  "transformers", "huggingface_hub", "tqdm", "typer", "click", "rich", "markdown-it-py", "mdurl",
                  "shellingham", "annotated-doc", "pydantic", "annotated-types", "typing-inspection", "httpx2",
-                 "httpcore2", "h11", "anyio", "idna", "truststore", "tomlkit", "exceptiongroup", "tomli")
+                 "httpcore2", "h11", "anyio", "idna", "truststore", "tomlkit", "exceptiongroup", "tomli",
+                 "abi3audit", "abi3info", "kaitaistruct", "pefile", "pyelftools", "requests", "requests-cache",
+                 "cattrs", "attrs", "platformdirs", "url-normalize", "urllib3", "charset-normalizer", "certifi")
 # conda-forge's python_min: the oldest Python a noarch package's requirements are stated for.
 PYTHON_MIN = "3.10"
 # CPython-specific binary wheels (abi3 ones too, one package per Python as conda-forge builds them),
