@@ -48,8 +48,12 @@ def is_stamped(package: Path, digest: str) -> bool:
 
 
 def write_stamp(package: Path, digest: str) -> None:
-    stamp_path(package).parent.mkdir(exist_ok=True)
-    stamp_path(package).write_text(digest)
+    """A new file, never written through: a channel copied with hard links (cp -al) keeps the original's stamps."""
+    stamp = stamp_path(package)
+    stamp.parent.mkdir(exist_ok=True)
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    tmp.write_text(digest)
+    tmp.replace(stamp)
 
 
 def is_complete_package(path: Path) -> bool:

@@ -58,6 +58,18 @@ def test_stamp_lives_outside_the_served_subdirs(tmp_path):
     assert reuse.is_stamped(pkg, "abc") and not reuse.is_stamped(pkg, "def")
 
 
+def test_a_stamp_is_not_written_through_a_hard_link(tmp_path):
+    """A channel copied with `cp -al` shares its stamps' files with the original until a rebuild replaces them."""
+    original = write_conda(reuse.package_path(tmp_path / "a", "noarch", "pytest", "9.2.0", "pyh_0"))
+    reuse.write_stamp(original, "old")
+    copy = reuse.package_path(tmp_path / "b", "noarch", "pytest", "9.2.0", "pyh_0")
+    copy.parent.mkdir(parents=True)
+    reuse.stamp_path(copy).parent.mkdir()
+    reuse.stamp_path(copy).hardlink_to(reuse.stamp_path(original))
+    reuse.write_stamp(copy, "new")
+    assert reuse.stamp_path(original).read_text() == "old" and reuse.stamp_path(copy).read_text() == "new"
+
+
 def test_truncated_package_is_removed(tmp_path):
     pkg = reuse.package_path(tmp_path, "noarch", "pip", "26.3", "pyh_0")
     pkg.parent.mkdir(parents=True)
