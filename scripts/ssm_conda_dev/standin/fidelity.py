@@ -1,5 +1,5 @@
 """The stand-in channel against conda-forge: each package the record (conda_forge.yaml) names, as
-built, has conda-forge's noarch kind, build, files, depends, constrains and run_exports.
+built, has conda-forge's noarch kind, version, build, files, depends, constrains and run_exports.
 
 `ssm-conda-dev standin` runs this after every build and fails on a difference; the tests run it on
 channels with a planted difference. What conda-forge has that the stand-in cannot reproduce is
@@ -130,6 +130,8 @@ def compare(built: Built, record: dict[str, Any], facts: dict[str, str]) -> list
     problems = []
     if (record.get("noarch")) != built.noarch:
         problems.append(f"noarch is {built.noarch}, conda-forge's {record.get('noarch')}")
+    if "version" in record and not fnmatch.fnmatchcase(built.version, record["version"].format(**names)):
+        problems.append(f"version is {built.version}, conda-forge's {record['version'].format(**names)}")
     if "build_number" in record and record["build_number"] != built.build_number:
         problems.append(f"build number is {built.build_number}, conda-forge's {record['build_number']}")
     if "build" in record and not fnmatch.fnmatchcase(built.build, record["build"].format(**names)):

@@ -22,14 +22,18 @@ from ssm_conda_dev.standin.catalog import (
     CUDA_TOOLKIT_WHEELS,
     NOARCH_WHEELS,
     NVIDIA_LIBS,
+    PYTHON_FLOORS,
+    PYTHON_MIN,
     TOOL_WHEELS,
     TORCH_COMPANIONS,
 )
 from ssm_conda_dev.standin.wheels import (
     TargetPython,
     Wheel,
+    admits,
     find_wheel,
     installed_nvidia,
+    is_pure,
     linux_platforms,
     parse_wheel,
     pip_download,
@@ -235,27 +239,33 @@ def gather(wanted: Sequence[tuple[str, str, str, str]], source: WheelSource, tar
            installed: Path | None = None) -> dict[str, Wheel]:
     """{conda name: wheel} for (conda name, PyPI name, constraint, what to download) each: the newest
     wheel in the source's folders (or installed in `installed`), downloaded first when missing."""
-    def find(pypi: str, constraint: str) -> Wheel | None:
-        return (find_wheel(source.dirs, pypi, constraint, target, ours=source.download_dir)
+    def find(conda: str, pypi: str, constraint: str) -> Wheel | None:
+        # a noarch one: pure, and for this Python (3.10 gets networkx 3.4, the newer ones want 3.11)
+        noarch = conda in NOARCH_WHEELS or conda == "crossenv"
+        return (find_wheel(source.dirs, pypi, constraint, target, ours=source.download_dir,
+                           accept=(lambda w: is_pure(w) and admits(w, target)) if noarch else lambda w: True)
                 or (installed_nvidia(installed, pypi) if installed else None))
 
-    missing = [download for _, pypi, constraint, download in wanted if find(pypi, constraint) is None]
+    missing = [(conda, download) for conda, pypi, constraint, download in wanted if find(conda, pypi, constraint) is None]
     if missing and not source.offline:
-        pip_download(missing, source.download_dir, target, source.verbose)
+        for pure in (True, False):
+            if todo := [download for conda, download in missing if (conda in NOARCH_WHEELS) is pure]:
+                pip_download(todo, source.download_dir, target, source.verbose, pure=pure)
     found = {}
     for conda, pypi, constraint, _ in wanted:
-        if (wheel := find(pypi, constraint)) is None:
+        if (wheel := find(conda, pypi, constraint)) is None:
             raise UsageError(f"no {pypi}{constraint} wheel for {target.tag} in {', '.join(map(str, source.dirs))}"
                              f"{' (and --offline)' if source.offline else ''}")
         found[conda] = wheel
     return found
 
 
-def wanted_wheels(companions: dict[str, str]) -> list[tuple[str, str, str, str]]:
-    """gather()'s list for every wheel repacked under its own name: pure-Python, binary, torch's
-    companions at torch's pins, build tools."""
+def wanted_wheels(companions: dict[str, str], py_ver: str) -> list[tuple[str, str, str, str]]:
+    """gather()'s list for every wheel repacked under its own name for Python `py_ver`: pure-Python
+    (PYTHON_FLOORS permitting), binary, torch's companions at torch's pins, build tools."""
     wanted = [(name, name, CONSTRAINTS.get(name, ""), name + CONSTRAINTS.get(name, ""))
-              for name in (*NOARCH_WHEELS, *BINARY_WHEELS)]
+              for name in (*NOARCH_WHEELS, *BINARY_WHEELS)
+              if Version(py_ver) >= Version(PYTHON_FLOORS.get(name, PYTHON_MIN))]
     wanted += [(name, name, pin, name + pin) for name, pin in companions.items()]
     return wanted + [(tool, pypi, "", pypi) for tool, (pypi, _license) in TOOL_WHEELS.items()]
 
@@ -281,7 +291,7 @@ def target_wheels(torch: TorchChoice, source: WheelSource, target: TargetPython)
                          "aarch64 names no CUDA version in its requirements: pass --cuda X.Y")
     companions = torch_companions(torch_kind, torch_src, target)
     toolkit = toolkit_wheels(cuda_mm, source, target)
-    wanted = wanted_wheels(companions)
+    wanted = wanted_wheels(companions, target.py_ver)
     if target.platform != "linux-64":
         wanted = [w for w in wanted if w[0] not in (*NOARCH_WHEELS, *TOOL_WHEELS)]
     return TargetWheels(target=target, cuda_mm=cuda_mm, torch_kind=torch_kind, torch_src=torch_src,

@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 
 from ssm_conda_dev.standin import debian
-from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, TOOL_WHEELS
+from ssm_conda_dev.standin.catalog import BINARY_WHEELS, NOARCH_WHEELS, NVIDIA_DEPS, NVIDIA_LIBS, PYTHON_MIN, TOOL_WHEELS
 from ssm_conda_dev.standin.cuda import CUDA_PACKAGES, TARGETS, CudaPackage, cuda_packages
 from ssm_conda_dev.standin.debian import DebianPackages
 from ssm_conda_dev.standin.host import Machine, TargetWheels
-from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, read_metadata
+from ssm_conda_dev.standin.wheels import TargetPython, Wheel, conda_run_requirements, noarch_python, read_metadata
 
 # Every compute capability NVIDIA has shipped from Maxwell on (CUDA's programming guide; 10.1 is
 # Thor's number before CUDA 13 renamed it 11.0). conda-forge's cuda-arch metapackage has one version
@@ -61,6 +61,7 @@ def standins(m: Machine) -> list[StandIn]:
         StandIn("python", "python.yaml", {"version": m.target.python_full_version, "src_prefix": str(m.python_prefix),
                                           "py_ver": py_ver}),
         StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver}),
+        *abi3_standins(m.target),
         StandIn("libgcc", "runtime_lib.yaml", {"name": "libgcc", "version": gcc, "libs": " ".join(m.libgcc_libs)}),
         StandIn("libstdcxx", "runtime_lib.yaml", {"name": "libstdcxx", "version": gcc, "libs": " ".join(m.libstdcxx_libs)},
                 run=[f"libgcc =={gcc}"]),
@@ -74,12 +75,24 @@ def standins(m: Machine) -> list[StandIn]:
     ]
     out += [StandIn(tool, "tool_wheel.yaml", {**wheel_context(m.wheels[tool], tool), "license": license})
             for tool, (_pypi, license) in TOOL_WHEELS.items()]
-    for conda in NOARCH_WHEELS:
+    for conda in (name for name in NOARCH_WHEELS if name in m.wheels):  # PYTHON_FLOORS leaves some out
         meta = read_metadata(m.wheels[conda].path)
         out.append(StandIn(conda, "noarch_wheel.yaml", wheel_context(m.wheels[conda], conda),
-                           run=conda_run_requirements(meta.requires, meta.requires_python, m.target),
+                           run=conda_run_requirements(meta.requires, meta.requires_python,
+                                                      noarch_python(meta.requires_python, PYTHON_MIN)),
                            host=["python"] if conda == "pip" else None, entry_points=meta.console_scripts))
     return [*out, *wheel_standins(m), *torch_standins(m)]
+
+
+def abi3_standins(target: TargetPython) -> list[StandIn]:
+    """conda-forge's python-abi3 (what an abi3 recipe's host asks for) for this Python, the cpython and
+    python-gil outputs of its python, and _python_abi3_support, which ties them together."""
+    major, minor = (int(part) for part in target.py_ver.split("."))
+    version = {"version": target.python_full_version, "py_ver": target.py_ver}
+    return [StandIn("python-abi3", "python-abi3.yaml", {"py_ver": target.py_ver, "version_hex": f"0x{major:02x}{minor:02x}0000"}),
+            StandIn("_python_abi3_support", "python_abi3_support.yaml", {}),
+            StandIn("cpython", "cpython.yaml", {"name": "cpython", **version}),
+            StandIn("python-gil", "cpython.yaml", {"name": "python-gil", **version})]
 
 
 def aarch64_standins(m: TargetWheels) -> list[StandIn]:

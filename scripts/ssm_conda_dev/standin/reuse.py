@@ -16,6 +16,8 @@ from typing import Any
 from packaging.version import Version
 
 TARGET_PLATFORM = "linux-64"
+# Packages whose version is their Python's (X.Y or X.Y.Z): one per Python, noarch or not.
+PYTHON_VERSIONED = ("python", "python_abi", "python-abi3", "cpython", "python-gil")
 # py311 in a build string (py311h1234abc_0, cuda130_generic_py311_h...): built for CPython 3.11.
 PY_BUILD_TAG_RE = re.compile(r"(?:^|_)py(3)(\d+)(?=h|_|$)")
 
@@ -46,8 +48,12 @@ def is_stamped(package: Path, digest: str) -> bool:
 
 
 def write_stamp(package: Path, digest: str) -> None:
-    stamp_path(package).parent.mkdir(exist_ok=True)
-    stamp_path(package).write_text(digest)
+    """A new file, never written through: a channel copied with hard links (cp -al) keeps the original's stamps."""
+    stamp = stamp_path(package)
+    stamp.parent.mkdir(exist_ok=True)
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    tmp.write_text(digest)
+    tmp.replace(stamp)
 
 
 def is_complete_package(path: Path) -> bool:
@@ -78,9 +84,9 @@ def clean_build_dirs(channel: Path) -> None:
 
 def package_python(path: Path) -> str | None:
     """The Python X.Y a stand-in package is built for (from its file name), or None for any Python:
-    python-3.12.1-*, python_abi-3.12-* and builds tagged py312 (numpy, pytorch, ...) are 3.12's."""
+    python-3.12.1-*, python_abi-3.12-* (PYTHON_VERSIONED) and builds tagged py312 (numpy, pytorch, ...) are 3.12's."""
     name, version, build = path.name.removesuffix(".conda").rsplit("-", 2)
-    if name in ("python", "python_abi"):
+    if name in PYTHON_VERSIONED:
         return ".".join(version.split(".")[:2])
     match = PY_BUILD_TAG_RE.search(build)
     return f"{match[1]}.{match[2]}" if match else None
@@ -92,13 +98,19 @@ def channel_pythons(channel: Path) -> list[str]:
                   key=Version)  # type: ignore[arg-type]
 
 
+def slot(package: Path) -> tuple[str, ...]:
+    """What a newer build of a package replaces: its name in its subdir; for a noarch: python one (pyh...), that
+    version only: another version is another Python's (Requires-Python: networkx 3.4 for 3.10, 3.6 for 3.11 on)."""
+    name, version, build = package.name.removesuffix(".conda").rsplit("-", 2)
+    return (package.parent.name, name, version) if build.startswith("pyh") else (package.parent.name, name)
+
+
 def prune_channel(channel: Path, keep: set[Path], py_ver: str, log: Callable[[str], None]) -> list[Path]:
     """Remove older builds of what this run built (a changed stand-in recipe) in the subdir it built
     them in. Packages of another Python or platform stay: one channel serves them all."""
-    built = {(p.parent.name, p.name.rsplit("-", 2)[0]) for p in keep}
-    removed = sorted(p for subdir in {sub for sub, _ in built} for p in (channel / subdir).glob("*.conda")
-                     if (subdir, p.name.rsplit("-", 2)[0]) in built and p not in keep
-                     and package_python(p) in (None, py_ver))
+    built = {slot(p) for p in keep}
+    removed = sorted(p for subdir in {p.parent.name for p in keep} for p in (channel / subdir).glob("*.conda")
+                     if slot(p) in built and p not in keep and package_python(p) in (None, py_ver))
     for stale in removed:
         log(f"removing {stale.parent.name}/{stale.name}: no stand-in builds it any more")
         stale.unlink()

@@ -94,6 +94,19 @@ def fits(path: Path, target: TargetPython) -> bool:
     return parsed is not None and not parsed[1].isdisjoint(target.supported_tags)
 
 
+def is_pure(wheel: Wheel) -> bool:
+    """A wheel for any Python 3 and platform (py3-none-any): what a noarch: python package repacks."""
+    parsed = parse_wheel(wheel.path)
+    return parsed is not None and all(tag.abi == "none" and tag.platform == "any" for tag in parsed[1])
+
+
+def admits(wheel: Wheel, target: TargetPython) -> bool:
+    """Whether the wheel's Requires-Python holds for the target CPython."""
+    requires_python = read_metadata(wheel.path).requires_python
+    python = Version(target.marker_environment()["python_full_version"])
+    return requires_python is None or requires_python.contains(python, prereleases=True)
+
+
 def find_wheel(dirs: Sequence[Path], name: str, constraint: str, target: TargetPython,
                accept: Callable[[Wheel], bool] = lambda wheel: True, ours: Path | None = None) -> Wheel | None:
     """The newest wheel of `name` in `dirs` that fits the target and the constraint and that `accept`
@@ -166,6 +179,17 @@ def conda_specifier(pep440: str | SpecifierSet) -> str:
     return ",".join(sorted(parts, key=lambda p: (not p.startswith(">"), p)))
 
 
+def noarch_python(requires_python: SpecifierSet | str | None, python_min: str) -> TargetPython:
+    """The Python a noarch package's markers are read for: the oldest CPython X.Y from `python_min` on that
+    Requires-Python admits. As conda-forge's noarch recipes state what their python_min needs (tomli,
+    exceptiongroup), one build serves every Python, whichever Python's run made it."""
+    major, minor = (int(part) for part in python_min.split("."))
+    spec = SpecifierSet(str(requires_python or ""))
+    py_ver = next((f"{major}.{m}" for m in range(minor, minor + 10) if spec.contains(f"{major}.{m}.0", prereleases=True)),
+                  python_min)
+    return TargetPython(py_ver, "")
+
+
 def conda_run_requirements(requires: Iterable[Requirement], requires_python: SpecifierSet | str | None,
                            target: TargetPython) -> list[str]:
     """Conda run requirements from a wheel's Requires-Dist and Requires-Python, for the target Python."""
@@ -187,19 +211,23 @@ def installed_nvidia(site: Path, pypi: str) -> Wheel | None:
     return None
 
 
-def pip_download(requirements: Sequence[str], dest: Path, target: TargetPython, verbose: bool = False) -> list[Path]:
+def pip_download(requirements: Sequence[str], dest: Path, target: TargetPython, verbose: bool = False,
+                 pure: bool = False) -> list[Path]:
     """Download the wheels of `requirements` for the target from PyPI into `dest`, one at a time; the
     wheels that were not there before. On a terminal pip draws its own progress bar (on stderr);
-    elsewhere each download is one line with its size and time."""
+    elsewhere each download is one line with its size and time. `pure`: py3-none-any wheels only
+    (charset-normalizer has binary ones too, which pip would prefer)."""
     dest.mkdir(parents=True, exist_ok=True)
     show_pip = verbose or sys.stderr.isatty()
     platforms = [arg for platform in linux_platforms(target.glibc, target.platform) for arg in ("--platform", platform)]
+    if pure:
+        platforms = ["--platform", "any"]
     new: list[Path] = []
     for requirement in requirements:
         before = set(dest.glob("*.whl"))
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--python-version", target.py_ver, "--implementation", "cp", "--abi", target.tag,
-               *platforms, "-d", str(dest), *([] if show_pip else ["-q"]), requirement]
+               "--python-version", target.py_ver, "--implementation", "py" if pure else "cp",
+               *([] if pure else ["--abi", target.tag]), *platforms, "-d", str(dest), *([] if show_pip else ["-q"]), requirement]
         start = time.monotonic()
         sys.stderr.flush()
         # pip's progress bar and log go to its stdout: onto our stderr (fd 2), keeping our stdout for results

@@ -138,3 +138,57 @@ def test_a_run_checks_the_packages_it_made_not_another_pythons(channel, tmp_path
     this_run = [p for p in copy.glob("*/*.conda") if p != stale]
     assert fidelity.check_channel(copy, record(), packages=this_run) == []
     assert any(p.startswith("cuda-cudart 13") for p in fidelity.check_channel(copy, record()))
+
+
+ABI3 = ("python-abi3", "_python_abi3_support", "cpython", "python-gil")
+
+
+@pytest.fixture(scope="module")
+def abi3_channel(tmp_path_factory) -> Path:
+    """python-abi3 and the packages it brings in, built for the made-up machine's Python 3.11.7."""
+    from tests.scripts_dev.standin.conftest import machine
+
+    root = tmp_path_factory.mktemp("abi3")
+    todo = [s for s in packages.standins(machine(root / "wheels")) if s.conda_name in ABI3]
+    repack.build_channel(todo, "3.11", root / "channel", 1, lambda _msg: None)
+    return root / "channel"
+
+
+def abi3_record() -> dict:
+    return {name: entry for name, entry in fidelity.load_record().items() if name in ABI3}
+
+
+def test_the_abi3_packages_are_conda_forges(abi3_channel):
+    """python-abi3 3.11 (build 3, python 3.11.*, the run_exports and activation), _python_abi3_support 1.0, and
+    cpython and python-gil 3.11.7 as the python feedstock's outputs: every recorded fact holds."""
+    assert fidelity.check_channel(abi3_channel, abi3_record()) == []
+    (abi3,) = (abi3_channel / "noarch").glob("python-abi3-*.conda")
+    assert abi3.name.startswith("python-abi3-3.11-") and abi3.name.endswith("_3.conda")
+    built = fidelity.read_package(abi3)
+    assert "etc/conda/activate.d/python-abi3_activate.sh" in built.files
+
+
+@pytest.mark.parametrize(("name", "key", "value", "problem"), [
+    ("python-abi3", "run_exports", {"weak": ["cpython >={py}"]}, "run_exports"),
+    ("python-abi3", "build_number", 0, "build number is 3"),
+    ("python-abi3", "depends", ["python {py}.*", "_python_abi3_support"], "depends on __unix, which conda-forge's does not"),
+    ("_python_abi3_support", "version", "1.1", "version is 1.0"),
+    ("cpython", "version", "3.12.*", "version is 3.11.7"),
+    ("python-gil", "depends", ["python {v}.*", "python_abi * *_{py_tag}"], "does not depend on python 3.11.7.*"),
+])
+def test_a_changed_abi3_record_fails(abi3_channel, name, key, value, problem):
+    changed = copy.deepcopy(abi3_record())
+    changed[name][key] = value
+    problems = fidelity.check_channel(abi3_channel, changed)
+    assert any(p.startswith(name) and problem in p for p in problems), problems
+
+
+def test_a_drifted_python_gil_fails(tmp_path):
+    """python-gil built from the wrong Python's context (3.12's ABI tag on 3.11.7) is caught."""
+    drifted = packages.StandIn("python-gil", "cpython.yaml", {"name": "python-gil", "version": "3.11.7", "py_ver": "3.12"})
+    channel = tmp_path / "channel"
+    repack.build_channel([drifted], "3.11", channel, 1, lambda _msg: None)
+    assert sorted(fidelity.check_channel(channel, {"python-gil": abi3_record()["python-gil"]})) == [
+        "python-gil 3.11.7: depends on python_abi * *_cp312, which conda-forge's does not",
+        "python-gil 3.11.7: does not depend on python_abi * *_cp311",
+    ]

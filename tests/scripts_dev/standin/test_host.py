@@ -72,7 +72,7 @@ def test_torch_companions_pinned_as_torch_asks(tmp_path, wheel_maker):
 
 def test_setuptools_is_repacked_below_82_as_conda_forges_pytorch_runs_with():
     """PyPI's torch 2.11 requires setuptools <82 (its pip check failed against the newest), conda-forge's pytorch too."""
-    assert ("setuptools", "setuptools", "<82", "setuptools<82") in host.wanted_wheels({})
+    assert ("setuptools", "setuptools", "<82", "setuptools<82") in host.wanted_wheels({}, "3.11")
 
 
 def test_patchelf_missing_is_a_clear_error(tmp_path, monkeypatch):
@@ -109,7 +109,7 @@ def test_missing_nvidia_wheels_are_downloaded_at_torchs_pins(tmp_path, monkeypat
                         ('nvidia-cublas==13.1.1.3; platform_system == "Linux"',))
     calls = []
 
-    def fake_download(names, dest, target, verbose):
+    def fake_download(names, dest, target, verbose, pure=False):
         calls.append(list(names))
         for name in names:
             pypi = name.split("=")[0]
@@ -158,3 +158,35 @@ def test_a_downloaded_cpu_build_of_torch_is_replaced_by_the_cuda_build(tmp_path,
     assert asked == ["torch==2.13.*", "torch===2.13.0"]
     assert (kind, path.name, version) == ("wheel", "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "2.13.0")
     assert [p.name for p in tmp_path.glob("*.whl")] == [path.name]
+
+
+def test_python_310_gets_the_noarch_wheels_it_installs(tmp_path, monkeypatch, wheel_maker):
+    """networkx 3.6.1 (Requires-Python >=3.11) and charset-normalizer's binary wheel are passed over for 3.10: the
+    missing pure wheels are downloaded for it, apart from the binary ones."""
+    cache = tmp_path / "cache"
+    wheel_maker(cache, "networkx-3.6.1-py3-none-any.whl", requires_python=">=3.11")
+    wheel_maker(cache, "charset_normalizer-3.5.3-cp310-cp310-manylinux_2_28_x86_64.whl")
+    asked = []
+
+    def download(requirements, dest, target, verbose=False, pure=False):
+        asked.append((list(requirements), pure))
+        return [wheel_maker(dest, {"networkx": "networkx-3.4.2-py3-none-any.whl",
+                                   "charset-normalizer": "charset_normalizer-3.5.3-py3-none-any.whl",
+                                   "numpy": "numpy-2.2.6-cp310-cp310-manylinux_2_28_x86_64.whl"}[r],
+                                   requires_python=">=3.10") for r in requirements]
+
+    monkeypatch.setattr(host, "pip_download", download)
+    monkeypatch.setattr(host, "NOARCH_WHEELS", ("networkx", "charset-normalizer"))
+    wanted = [("networkx", "networkx", "", "networkx"), ("charset-normalizer", "charset-normalizer", "", "charset-normalizer"),
+              ("numpy", "numpy", "", "numpy")]
+    found = host.gather(wanted, source([cache], cache), TargetPython("3.10", "2.36", "3.10.13"))
+    assert asked == [(["networkx", "charset-normalizer"], True), (["numpy"], False)]
+    assert {conda: w.path.name for conda, w in found.items()} == {
+        "networkx": "networkx-3.4.2-py3-none-any.whl", "charset-normalizer": "charset_normalizer-3.5.3-py3-none-any.whl",
+        "numpy": "numpy-2.2.6-cp310-cp310-manylinux_2_28_x86_64.whl"}
+
+
+def test_transformers_is_left_out_below_its_python_floor():
+    """transformers >=5.25, which mamba-ssm's recipe asks for, requires Python 3.11."""
+    assert "transformers" not in [w[0] for w in host.wanted_wheels({}, "3.10")]
+    assert ("transformers", "transformers", ">=5.25", "transformers>=5.25") in host.wanted_wheels({}, "3.11")

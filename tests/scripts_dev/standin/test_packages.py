@@ -25,8 +25,8 @@ def test_every_catalog_name_is_a_standin_and_back(fake_machine, every_standin):
     """--rebuild accepts exactly the stand-ins' names."""
     standins = packages.standins(fake_machine)
     assert {s.conda_name for s in every_standin} == catalog.all_names()
-    assert len(catalog.all_names()) == 104
-    assert len(standins) == len({s.key for s in standins}) == 88 + len(COMPUTE_CAPABILITIES)
+    assert len(catalog.all_names()) == 124
+    assert len(standins) == len({s.key for s in standins}) == 108 + len(COMPUTE_CAPABILITIES)
 
 
 def test_cuda_arch_as_conda_forge_publishes_it(fake_machine, tmp_path):

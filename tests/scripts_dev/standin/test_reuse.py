@@ -58,6 +58,18 @@ def test_stamp_lives_outside_the_served_subdirs(tmp_path):
     assert reuse.is_stamped(pkg, "abc") and not reuse.is_stamped(pkg, "def")
 
 
+def test_a_stamp_is_not_written_through_a_hard_link(tmp_path):
+    """A channel copied with `cp -al` shares its stamps' files with the original until a rebuild replaces them."""
+    original = write_conda(reuse.package_path(tmp_path / "a", "noarch", "pytest", "9.2.0", "pyh_0"))
+    reuse.write_stamp(original, "old")
+    copy = reuse.package_path(tmp_path / "b", "noarch", "pytest", "9.2.0", "pyh_0")
+    copy.parent.mkdir(parents=True)
+    reuse.stamp_path(copy).parent.mkdir()
+    reuse.stamp_path(copy).hardlink_to(reuse.stamp_path(original))
+    reuse.write_stamp(copy, "new")
+    assert reuse.stamp_path(original).read_text() == "old" and reuse.stamp_path(copy).read_text() == "new"
+
+
 def test_truncated_package_is_removed(tmp_path):
     pkg = reuse.package_path(tmp_path, "noarch", "pip", "26.3", "pyh_0")
     pkg.parent.mkdir(parents=True)
@@ -102,6 +114,15 @@ def test_prune_keeps_the_packages_of_other_pythons(tmp_path):
     assert reuse.channel_pythons(tmp_path) == ["3.11"]
 
 
+def test_prune_keeps_the_noarch_versions_of_other_pythons(tmp_path):
+    """Requires-Python gives Python 3.10 networkx 3.4.2 and 3.11 on 3.6.1: both stay; a rebuild of 3.4.2 replaces its own."""
+    ours = write_conda(reuse.package_path(tmp_path, "noarch", "networkx", "3.4.2", "pyhnew_0"))
+    ours_old = write_conda(reuse.package_path(tmp_path, "noarch", "networkx", "3.4.2", "pyhold_0"))
+    theirs = write_conda(reuse.package_path(tmp_path, "noarch", "networkx", "3.6.1", "pyhcc0d12b_0"))
+    assert reuse.prune_channel(tmp_path, {ours}, "3.10", lambda _msg: None) == [ours_old]
+    assert theirs.exists()
+
+
 def test_prune_keeps_the_packages_of_other_platforms(tmp_path):
     """A linux-64 run and a linux-aarch64 run build libgcc each, into their own subdirs."""
     ours = write_conda(reuse.package_path(tmp_path, "linux-64", "libgcc", "12.2.0", "hnew_0"))
@@ -118,6 +139,10 @@ def test_prune_keeps_the_packages_of_other_platforms(tmp_path):
     ("markupsafe-3.0.4-py314h3a93723_0.conda", "3.14"),
     ("pytorch-2.14.1-cuda130_generic_py312_h90ee949_0.conda", "3.12"),
     ("pip-26.3-pyhc1a33c8_0.conda", None),
+    ("python-abi3-3.10-h9e828f6_3.conda", "3.10"),
+    ("cpython-3.10.13-ha8f5241_0.conda", "3.10"),
+    ("python-gil-3.12.1-h263048c_0.conda", "3.12"),
+    ("_python_abi3_support-1.0-h4616a5c_3.conda", None),
     ("libgcc-12.2.0-h839968c_0.conda", None),
     ("cuda-version-13.0-hefd1383_0.conda", None),
 ])

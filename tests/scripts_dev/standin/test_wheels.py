@@ -212,3 +212,42 @@ def test_failed_download_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(wheels.subprocess, "run", FakePip({}, fail=True))
     with pytest.raises(UsageError, match=r"^no torch==2\.14\.\* wheel here and pip download failed: ERROR: No matching"):
         wheels.pip_download(["torch==2.14.*"], tmp_path, TargetPython("3.12", "2.36"))
+
+
+@pytest.mark.parametrize(("filename", "pure"), [
+    ("charset_normalizer-3.5.3-py3-none-any.whl", True),
+    ("kaitaistruct-0.11-py2.py3-none-any.whl", True),
+    ("charset_normalizer-3.5.3-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+    ("ninja-1.13.2-py3-none-manylinux2014_x86_64.whl", False),
+])
+def test_a_noarch_package_repacks_a_pure_wheel(filename, pure):
+    assert wheels.is_pure(wheels.Wheel(Path(filename), "x", "1")) is pure
+
+
+def test_requires_python_decides_which_wheel_a_python_gets(tmp_path, wheel_maker):
+    new = wheels.Wheel(wheel_maker(tmp_path, "networkx-3.6.1-py3-none-any.whl", requires_python=">=3.11,!=3.14.1"),
+                       "networkx", "3.6.1")
+    assert not wheels.admits(new, TargetPython("3.10", "2.36", "3.10.13"))
+    assert wheels.admits(new, PY311)
+
+
+@pytest.mark.parametrize(("requires_python", "py_ver"), [
+    (None, "3.10"), (">=3.9", "3.10"), (">=3.10.0", "3.10"), (">=3.11,!=3.14.1", "3.11"), (">=3.12", "3.12"),
+])
+def test_noarch_markers_are_read_for_the_oldest_python_the_wheel_takes(requires_python, py_ver):
+    """As conda-forge's noarch recipes state their python_min's requirements: one build for every Python."""
+    assert wheels.noarch_python(requires_python, "3.10").py_ver == py_ver
+    requires = [Requirement("exceptiongroup>=1; python_version < '3.11'")]
+    run = wheels.conda_run_requirements(requires, requires_python, wheels.noarch_python(requires_python, "3.10"))
+    assert ("exceptiongroup >=1" in run) is (py_ver == "3.10")
+
+
+def test_a_pure_download_asks_pip_for_py3_none_any(tmp_path, monkeypatch):
+    """charset-normalizer has binary wheels too, which pip prefers for a cp310 target."""
+    pip = FakePip({"charset_normalizer-3.5.3-py3-none-any.whl": 10})
+    monkeypatch.setattr(wheels.subprocess, "run", pip)
+    wheels.pip_download(["charset-normalizer"], tmp_path, TargetPython("3.10", "2.36"), pure=True)
+    cmd, _kwargs = pip.calls[0]
+    assert cmd[cmd.index("--platform") + 1] == "any" and cmd.count("--platform") == 1
+    assert cmd[cmd.index("--implementation") + 1] == "py" and "--abi" not in cmd
+    assert cmd[cmd.index("--python-version") + 1] == "3.10"

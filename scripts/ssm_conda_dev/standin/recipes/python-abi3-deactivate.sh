@@ -1,0 +1,1 @@
+unset PY_LIMITED_API
