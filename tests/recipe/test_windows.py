@@ -39,8 +39,8 @@ def test_each_windows_variant_renders_with_exactly_these_requirements(variant):
     gate = [f"__cuda_arch >={arch_min},<{int(arch_min.split('.')[0]) + 1}"] if variant.generation != "all" else []
     assert recipe["requirements"] == {
         "build": ["vs2022_win-64", "vs2022_win-64", "cuda-nvcc_win-64 13.0.*", "vs_win-64", "ninja"],
-        "host": ["python", "python-abi3", "pip", "setuptools", "wheel", "packaging", "cuda-version ==13.0", f"cuda-arch =={arch_min}",
-                 "cuda-cudart-dev", "cuda-crt-dev_win-64", f"pytorch {variant.torch}.* cuda*"],
+        "host": ["python", "python-abi3", "pip", "setuptools", "wheel", "packaging", "cuda-version ==13.0",
+                 f"cuda-arch =={arch_min}", "cuda-cudart-dev", "cuda-crt-dev_win-64", f"pytorch {variant.torch}.* cuda*"],
         "run": [*gate, "python", "packaging", f"pytorch {variant.torch}.* cuda*", "cuda-cudart"]}
     assert recipe["build"]["script"]["file"] == "shared/build-extension.bat"
     assert recipe["build"]["script"]["env"]["TORCH_CUDA_ARCH_LIST"] == variant.archs

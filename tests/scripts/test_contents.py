@@ -24,7 +24,7 @@ REAL_DEPENDS = {
                       "pytorch 2.13.* cuda*", "pytorch >=2.13.0,<2.14.0a0"],
     "mamba-ssm": ["__cuda_arch >=9.0,<10", "__glibc >=2.36,<3.0.a0", "causal-conv1d >=1.7,<2", "cuda-arch >=9.0",
                   "cuda-cudart >=13.0.96,<14.0a0", "cuda-cudart_linux-64", "cuda-version >=13.0,<14", "einops", "libgcc >=12",
-                  "libstdcxx >=12", "libtorch >=2.13.0,<2.14.0a0", "packaging", "python", "cpython >=3.10",
+                  "libstdcxx >=12", "libtorch >=2.13.0,<2.14.0a0", "packaging", "python >=3.11", "cpython >=3.10",
                   "_python_abi3_support 1.*", "pytorch 2.13.* cuda*", "pytorch >=2.13.0,<2.14.0a0", "setuptools >=61",
                   "transformers >=5.25", "triton >=3.5"],
 }
