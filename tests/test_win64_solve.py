@@ -7,7 +7,8 @@ and run environments solve with py-rattler against a metadata-only win-64 stand-
   plus the strong run_exports of the build environment's direct requirements;
 - run: the rendered run requirements plus the build environment's strong and the host environment's weak and strong
   run_exports (of direct requirements): vc, vc14_runtime, ucrt (vs2022_win-64), cuda-version (cuda-nvcc_win-64,
-  cuda-crt-dev_win-64), python_abi (python), pytorch and libtorch x.x (pytorch), cuda-arch (cuda-arch).
+  cuda-crt-dev_win-64), cpython and _python_abi3_support (python-abi3; python's python_abi is dropped, as rattler-build
+  drops it for a version-independent package), pytorch and libtorch x.x (pytorch), cuda-arch (cuda-arch).
 
 The machine: __win, __cuda 13.0 (conda-forge's CONDA_OVERRIDE_CUDA: pytorch's CUDA builds depend on __cuda) and, for a
 GPU-generation variant, __cuda_arch at the generation's lowest architecture. A conflict planted in the stand-in (a
@@ -94,7 +95,8 @@ def solve_environments(channel: Channel64, variant, virtual: list[GenericVirtual
     strong = channel.exported(build, build_specs, "strong")
     host_specs = [*with_variant(req["host"], variant), *strong]
     host = channel.solve(host_specs, virtual)
-    exported = channel.exported(host, with_variant(req["host"], variant), "weak", "strong")
+    exported = [s for s in channel.exported(host, with_variant(req["host"], variant), "weak", "strong")
+                if not s.startswith("python_abi ")]  # version-independent: no Python X.Y pinned
     run_specs = list(dict.fromkeys([*req["run"], *strong, *exported]))  # vs2022_win-64 and vs_win-64 export alike
     run = channel.solve(run_specs, virtual)
     return {"build": build, "host": host, "run": run, "run_specs": run_specs}
@@ -111,7 +113,7 @@ def conda_forge(tmp_path_factory) -> Channel64:
 
 def test_the_stand_in_is_metadata_only_and_win_64():
     subdirs = {e["repodata"]["subdir"] for e in RECORDS}
-    assert subdirs == {"win-64", "noarch"} and len(VARIANTS) == 100
+    assert subdirs == {"win-64", "noarch"} and len(VARIANTS) == 20
     assert all(re.search(r"h[12]c0ffee", e["repodata"]["build"]) for e in RECORDS if e["repodata"]["name"] != "python_abi")
     stubs = {e["repodata"]["name"] for e in RECORDS if e["stub"]}
     assert all(not e["repodata"]["depends"] for e in RECORDS if e["stub"])
@@ -133,8 +135,10 @@ def test_build_host_and_run_environments_solve(conda_forge, variant):
             "libnvptxcompiler-dev_win-64", "cuda-cudart-dev_win-64", "cuda-cccl_win-64", "ninja", "vc", "vc14_runtime",
             "vcomp14", "ucrt"} <= set(build)
 
-    # host: the variant's Python, a CUDA 13.0 build of the variant's pytorch minor, its libtorch, cuda-arch at the lowest
+    # host: the variant's Python and its python-abi3, a CUDA 13.0 build of the variant's pytorch minor, its libtorch,
+    # cuda-arch at the lowest
     assert host["python"][0].startswith(f"{py}.") and host["python_abi"] == (py, f"8_cp{py_nodot}")
+    assert host["python-abi3"][0] == py
     assert host["pytorch"][0].startswith(f"{torch}.") and host["pytorch"][1].startswith(f"cuda130_mkl_py{py_nodot}_")
     assert host["libtorch"][0] == host["pytorch"][0] and host["libtorch"][1].startswith("cuda130_mkl_")
     assert host["cuda-version"][0] == "13.0" and host["cuda-arch"][0] == lowest
@@ -145,9 +149,12 @@ def test_build_host_and_run_environments_solve(conda_forge, variant):
     major, minor = map(int, host["pytorch"][0].split(".")[:2])
     version = host["pytorch"][0]
     assert {"vc >=14.3,<15", "vc14_runtime >=14.44.35208", "ucrt >=10.0.20348.0", "cuda-version >=13.0,<14",
-            f"python_abi {py}.* *_cp{py_nodot}", f"pytorch >={version},<{major}.{minor + 1}.0a0",
+            f"cpython >={py}", "_python_abi3_support 1.*", f"pytorch >={version},<{major}.{minor + 1}.0a0",
             f"libtorch >={version},<{major}.{minor + 1}.0a0", f"cuda-arch >={lowest}"} <= set(envs["run_specs"])
-    assert run["python"] == host["python"] and run["pytorch"] == host["pytorch"] and run["libtorch"] == host["libtorch"]
+    assert not [s for s in envs["run_specs"] if s.startswith("python_abi")], envs["run_specs"]
+    # any CPython from the variant's on (the solver takes the newest), a GIL one, with the host's pytorch minor
+    assert run["cpython"][0] >= py and "python-gil" in run and run["python"][0] == run["cpython"][0]
+    assert run["pytorch"][0].startswith(f"{torch}.") and run["libtorch"][0] == run["pytorch"][0]
     assert run["cuda-cudart"][0].startswith("13.0.") and run["cuda-version"][0] == "13.0"
     assert {"vc", "vc14_runtime", "ucrt", "packaging"} <= set(run)
     if variant.generation != "all":  # the machine's GPU has the generation's lowest architecture
@@ -156,9 +163,9 @@ def test_build_host_and_run_environments_solve(conda_forge, variant):
 
 # --------------------------------------------------------------------------- planted conflicts fail the solve
 
-TORCH_213 = next(v for v in VARIANTS if (v.python, v.torch, v.generation) == ("3.12", "2.13", "all"))
-TORCH_212 = next(v for v in VARIANTS if (v.python, v.torch, v.generation) == ("3.12", "2.12", "all"))
-SM8X = next(v for v in VARIANTS if (v.python, v.torch, v.generation) == ("3.12", "2.13", "sm8x"))
+TORCH_213 = next(v for v in VARIANTS if (v.python, v.torch, v.generation) == ("3.10", "2.13", "all"))
+TORCH_212 = next(v for v in VARIANTS if (v.python, v.torch, v.generation) == ("3.10", "2.12", "all"))
+SM8X = next(v for v in VARIANTS if (v.python, v.torch, v.generation) == ("3.10", "2.13", "sm8x"))
 
 
 def without(*names: str, version: str | None = None) -> list[dict[str, Any]]:
