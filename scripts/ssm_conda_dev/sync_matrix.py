@@ -128,7 +128,8 @@ def new_file_text(cuda: str, line: Line, pythons: list[str], minors: list[str], 
     pytorch_all = line.arch_lists["linux-64"] + "".join(
         f" ({p}: {v})" for p, v in line.arch_lists.items() if p != "linux-64")
     return (
-        f"# CUDA {cuda} variants of causal-conv1d: one package per (python, pytorch) pair below.\n"
+        f"# CUDA {cuda} variants of causal-conv1d and mamba-ssm: one package per pytorch minor x GPU generation\n"
+        "# below, each for every CPython from the python below on.\n"
         f"# Usable as `rattler-build build -m variants/cuda{key}.yaml` and `conda build -m variants/cuda{key}.yaml`.\n"
         f"# Proposed by `ssm-conda-dev sync-matrix`: {', '.join(channels)} builds pytorch with CUDA {cuda}.\n"
         "#\n"
@@ -142,7 +143,9 @@ def new_file_text(cuda: str, line: Line, pythons: list[str], minors: list[str], 
         + "cxx_compiler_version:\n" + unix_only(line.compiler)
         + "c_stdlib:\n" + selected("sysroot", "vs")
         + "c_stdlib_version:\n" + unix_only(line.stdlib)
-        + "\npython:\n" + quoted(pythons)
+        + "\n# The oldest CPython conda-forge builds for (its python_min): each package is built once with it and\n"
+        "# installs on it and every later CPython (the recipes are conda-forge abi3 packages: python-abi3).\n"
+        "python:\n" + quoted(pythons)
         + f"\n# Every pytorch minor conda-forge builds with CUDA {cuda} on each platform the recipes render it for\n"
         f"# (sync-matrix keeps this list). Check with\n"
         f'# `conda search -c conda-forge "pytorch={minors[-1]}=cuda{key}*"` before adding or dropping a minor.\n'

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.bad_input import Case, Context
 from tests.damaged_archives import good_package, truncated
 
-DEFAULT = ("13.0", "3.12", "2.11", "sm90")  # the command's default variant
+DEFAULT = ("13.0", "3.10", "2.11", "sm90")  # the command's default variant
 
 
 def plain_packages(context: Context) -> None:
@@ -22,7 +22,7 @@ def damaged_first(context: Context) -> None:
 
 BUNDLE = ("gpu-bundle", "--output-dir", "{tmp}/output")
 CASES = [
-    Case("gpu-bundle-no-packages", BUNDLE, "no causal-conv1d package of cuda13.0-py3.12-torch2.11-sm90 in", dev=True),
+    Case("gpu-bundle-no-packages", BUNDLE, "no causal-conv1d package of cuda13.0-py3.10-torch2.11-sm90 in", dev=True),
     Case("gpu-bundle-torch-not-x-y", (*BUNDLE, "--torch", "2.x"), "unknown pytorch version '2.x'", dev=True),
     Case("gpu-bundle-unknown-generation", (*BUNDLE, "--generation", "sm99"),
          "unknown GPU generation of variants/cuda130.yaml 'sm99'", dev=True),

@@ -76,9 +76,9 @@ CASES = [
          setup=lambda c: c.values.update(pkg=str(good_package(c.tmp / "channel")))),
     Case("verify-another-recipe", VERIFY, "its recipe is not this checkout's (build.sh differ); check out the revision",
          setup=built(lambda c: (c.tmp / "checkout/recipe/causal-conv1d/build.sh").write_text("echo another\n"))),
-    Case("verify-variant-no-longer-listed", VERIFY, "_h4d829d2_0 is not a variant this checkout renders for linux-64",
+    Case("verify-variant-no-longer-listed", VERIFY, "_hdfc6263_0 is not a variant this checkout renders for linux-64",
          setup=built(lambda c: (c.tmp / "checkout/variants/tiny.yaml").write_text(
-             (c.tmp / "checkout/variants/tiny.yaml").read_text().replace("3.12", "3.11")))),
+             (c.tmp / "checkout/variants/tiny.yaml").read_text().replace("3.10", "3.11")))),
     Case("verify-channel-not-named", ("verify", "{pkg}", "-c", "{tmp}/other-channel"),
          "empty-channel, not from a channel named with -c", setup=built(lambda c: empty_channel(c.tmp / "other-channel"))),
     Case("verify-build-root-read-only", (*VERIFY[:3], "-c", "{tmp}/builds/empty-channel"), "builds/root: ",

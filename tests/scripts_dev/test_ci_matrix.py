@@ -22,8 +22,8 @@ from tests.repo import VARIANTS_DIR
 @pytest.mark.parametrize(("platform", "prefix"), [("linux-64", ""), ("linux-aarch64", "aarch64-"), ("win-64", "win-")])
 def test_one_job_per_cuda_torch_and_generation(platform, prefix):
     """Each job is one (CUDA, torch, generation) that rattler-build renders for its platform, with the packages the plan
-    gives there for every Python: both on Linux (linux-aarch64's, 8.7 in its lists, cross-compiled on linux-64),
-    causal-conv1d alone on win-64, where a job too long for the runner is one per Python."""
+    gives there: both on Linux (linux-aarch64's, 8.7 in its lists, cross-compiled on linux-64), causal-conv1d alone on
+    win-64; one Python per variant (abi3), so no job is split per Python."""
     matrix = whole_matrix(platform)
     rendered = Counter((v.cuda, v.torch, v.generation) for v in matrix)
     jobs = [j for j in ci_matrix.jobs() if j.platform == platform]
@@ -39,15 +39,14 @@ def test_one_job_per_cuda_torch_and_generation(platform, prefix):
         assert job.archs == next(v.archs for v in matrix if v.generation == job.generation and v.cuda == job.cuda)
         assert job.runner == ("windows-2022" if platform == "win-64" else "ubuntu-24.04")
     assert sum(j.packages for j in jobs) == len(matrix)
-    assert all(j.python == "" for j in jobs) is (platform != "win-64")  # Linux's Pythons share one compiler cache
+    assert all(j.python == "" and j.packages == len(names) for j in jobs)
     if platform == "linux-aarch64":
         assert "8.7" in next(j.archs for j in jobs if j.generation == "all" and j.cuda == "13.0")
     if platform == "win-64":  # CUDA 13.0 alone: causal-conv1d skips 12.9 there
-        assert {j.cuda for j in jobs} == {"13.0"} and len(matrix) == 100
+        assert {j.cuda for j in jobs} == {"13.0"} and len(matrix) == 20
         assert [j.name for j in jobs if j.torch == "2.13"] == [
-            *(f"win-cuda130-torch2.13-all-py{python}" for python in ("3.10", "3.11", "3.12", "3.13", "3.14")),
-            "win-cuda130-torch2.13-sm8x", "win-cuda130-torch2.13-sm90", "win-cuda130-torch2.13-sm10x",
-            "win-cuda130-torch2.13-sm12x"]
+            "win-cuda130-torch2.13-all", "win-cuda130-torch2.13-sm8x", "win-cuda130-torch2.13-sm90",
+            "win-cuda130-torch2.13-sm10x", "win-cuda130-torch2.13-sm12x"]
 
 
 def test_the_longest_job_fits_the_runner_with_the_margin():
@@ -75,9 +74,10 @@ def test_windows_times_are_linux_figures_times_the_stated_factor_each_python_col
         archs = len(job.archs.split(";"))
         expected = ci_matrix.SETUP_S + ci_matrix.WINDOWS_FACTOR * job.packages * ci_matrix.cold_seconds("causal-conv1d", archs)
         assert job.cold_minutes == job.cached_minutes == round(expected / 60), job.name
-    # a whole all-architecture job (5 Pythons) would not fit the runner MARGIN times; split, each Python does
+    # a job of 5 Pythons of all architectures would not fit the runner MARGIN times (what the split per Python is for);
+    # one Python per variant fits
     (sm90,) = [j for j in windows if j.name == "win-cuda130-torch2.13-sm90"]
-    assert sm90.packages == 5 and sm90.python == ""
+    assert sm90.packages == 1 and sm90.python == ""
     whole, _ = ci_matrix.job_seconds("win-64", {"causal-conv1d": 5}, 7)
     assert whole * ci_matrix.MARGIN > ci_matrix.RUNNER_LIMIT_S
     linux = ci_matrix.job_seconds("linux-64", {"causal-conv1d": 5}, 1)
@@ -88,7 +88,7 @@ def test_durations_table(capsys):
     assert cli.main(["ci-matrix", "--durations"]) == 0
     out = capsys.readouterr().out
     assert "cuda130-torch2.13-sm90" in out and "from the cache" in out
-    assert re.search(r"^win-cuda130-torch2\.13-sm90 +windows-2022 +5 +9\.0\+PTX ", out, re.M)
+    assert re.search(r"^win-cuda130-torch2\.13-sm90 +windows-2022 +1 +9\.0\+PTX ", out, re.M)
     packages = sum(len(whole_matrix(p)) for p in ("linux-64", "linux-aarch64", "win-64"))
     every = ci_matrix.jobs()
     longest = max(every, key=lambda j: j.cold_minutes)
@@ -137,9 +137,9 @@ def test_a_new_minor_is_picked_up_on_every_platform_that_renders_it(tmp_path):
     new = [j for j in ci_matrix.jobs(tmp_path) if j.torch == "2.14"]
     assert {j.platform for j in new} == {"linux-64", "linux-aarch64", "win-64"}
     assert [(j.name, j.packages) for j in new if j.platform == "win-64" and j.generation != "all"] == [
-        ("win-cuda130-torch2.14-sm8x", 5), ("win-cuda130-torch2.14-sm90", 5), ("win-cuda130-torch2.14-sm10x", 5),
-        ("win-cuda130-torch2.14-sm12x", 5)]
-    assert {j.packages for j in new if j.platform == "linux-64"} == {10}
+        ("win-cuda130-torch2.14-sm8x", 1), ("win-cuda130-torch2.14-sm90", 1), ("win-cuda130-torch2.14-sm10x", 1),
+        ("win-cuda130-torch2.14-sm12x", 1)]
+    assert {j.packages for j in new if j.platform == "linux-64"} == {2}
 
 
 def test_the_broken_files_of_the_bad_input_table_break_one_thing_each(tmp_path):

@@ -178,7 +178,8 @@ def test_a_new_cuda_line_gets_its_file_and_a_dropped_one_loses_it(after_cuda134,
     assert "rewrote 0 file(s), added 1, deleted 1" in out
 
     text = (variants / "cuda134.yaml").read_text()
-    assert text.startswith("# CUDA 13.4 variants of causal-conv1d: one package per (python, pytorch) pair below.\n")
+    assert text.startswith("# CUDA 13.4 variants of causal-conv1d and mamba-ssm: one package per pytorch minor x GPU "
+                           "generation\n")
     assert "conda-forge-pinning PR #8926" in text and "sm_103 stays out" in text
     for platform, archs in [
         ("linux-64", ["7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX", "8.0;8.6+PTX", "9.0+PTX", "10.0+PTX", "12.0+PTX"]),
@@ -196,9 +197,9 @@ def test_a_new_cuda_line_gets_its_file_and_a_dropped_one_loses_it(after_cuda134,
         assert vfile.data["zip_keys"] == cuda130.data["zip_keys"]
     planned = plan(Selection(cuda="13.4"), files=[read_variant_file(variants / "cuda134.yaml", "linux-64")],
                    target_platform="linux-64")
-    assert len(planned) == 2 * 5 * 4 * 5  # both packages x Pythons x minors x generations
+    assert len(planned) == 2 * 1 * 4 * 5  # both packages x Python (3.10, abi3) x minors x generations
     assert {v.package for v in planned} == {"causal-conv1d", "mamba-ssm"}
-    assert planned[0].build_string.startswith("cuda134_py310_torch210_all_h")
+    assert planned[0].build_string.startswith("cuda134_cp310abi3_torch210_all_h")
     assert {v.archs for v in planned if v.generation == "sm8x"} == {"8.0;8.6+PTX"}
 
 
