@@ -19,6 +19,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--torch-next", action="store_true",
                      help="with --slow: also build both packages against PyPI's next pytorch minor in a stand-in of its "
                           "own (tests/test_end_to_end_torch_next.py, about 25 minutes more)")
+    parser.addoption("--python314", action="store_true",
+                     help="with --slow: also import the built packages on CPython 3.14, Debian sid's, with torch's "
+                          "cp314 wheel (tests/python314.py: about 1.2 GB of downloads, 5 GB on disk, a minute more)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -26,7 +29,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
              "aarch64_mamba": (not config.getoption("--aarch64-mamba"),
                                "mamba-ssm's linux-aarch64 build (about 13 min): run with --slow --aarch64-mamba"),
              "torch_next": (not config.getoption("--torch-next"),
-                            "the next pytorch minor (about 25 min): run with --slow --torch-next")}
+                            "the next pytorch minor (about 25 min): run with --slow --torch-next"),
+             "python314": (not config.getoption("--python314"),
+                           "CPython 3.14 from Debian sid and torch's cp314 wheel (1.2 GB): run with --slow --python314")}
     for item in items:
         for marker, (skipped, reason) in skips.items():
             if skipped and marker in item.keywords:

@@ -11,6 +11,7 @@ install it on the running Python and on Python B (another CPython with a shared 
 ~/.pyenv/versions or named by SSM_CONDA_PYTHON_B_PREFIX).
 """
 
+import asyncio
 import json
 import os
 import re
@@ -254,6 +255,40 @@ def test_one_package_installs_on_every_python(standin, built, built_mamba, pytho
         assert any(r.startswith(f"causal-conv1d=1.7.0={build_string(built[1])}") for r in installed), installed
         assert (prefix / "lib" / f"python{python}" / "site-packages" / "causal_conv1d" / "_C.abi3.so").is_file()
         probe_ops(prefix, python)
+
+
+@pytest.mark.slow
+@pytest.mark.python314
+def test_the_packages_import_on_python_3_14(built, built_mamba, tmp_path):
+    """CPython 3.14, which this machine lacks and the stand-in cannot repack: Debian sid's, through sid's own loader,
+    with torch's cp314 wheel (tests/python314.py). The packages built with 3.10 are installed by py-rattler for a Python
+    3.14 (an empty python 3.14 package: the installer needs only its version to place a noarch: python package's files)
+    and imported there: both kernel libraries load and register their ops. (mamba_ssm itself also needs einops,
+    transformers and triton, which this environment leaves out.)"""
+    from rattler import PackageName, install
+    from ssm_conda.channels import fetch_repodata, index_channel
+
+    from tests.damaged_archives import build_package
+    from tests.python314 import python314, torch_site
+
+    python = python314(cache_dir())
+    site = torch_site(python, cache_dir(), [cache_dir() / "wheels"])
+    build_package(tmp_path / "python" / "linux-64", "python", "3.14.10", "0")
+    index_channel(tmp_path / "python")
+    records = [r for channel in ((tmp_path / "python").as_uri(), built[0].as_uri())
+               for name in ("python", "causal-conv1d", "mamba-ssm")
+               for r in fetch_repodata(channel, "linux-64").load_records(PackageName(name))]
+    prefix = tmp_path / "py314"
+    asyncio.run(install(records, target_prefix=prefix, show_progress=False))
+    ours = prefix / "lib" / "python3.14" / "site-packages"
+    assert (ours / "causal_conv1d" / "_C.abi3.so").is_file() and (ours / "mamba_ssm" / "_C.abi3.so").is_file()
+    probe = run(str(python), "-s", "-c",
+                "import sys, causal_conv1d, causal_conv1d_cuda, selective_scan_cuda\n"
+                "print('%d.%d' % sys.version_info[:2], causal_conv1d_cuda.causal_conv1d_fwd.default._schema.name,\n"
+                "      selective_scan_cuda.fwd.default._schema.name)",
+                capture_output=True, env={**os.environ, "PYTHONPATH": f"{ours}{os.pathsep}{site}"})
+    assert probe.stdout.split()[-3:] == ["3.14", "causal_conv1d::causal_conv1d_fwd", "selective_scan::fwd"], probe.stdout
+    print(f"CPython 3.14 ({run(str(python), '-VV', capture_output=True).stdout.strip()}): {probe.stdout.strip()}")
 
 
 @pytest.mark.slow
