@@ -295,7 +295,7 @@ def test_the_packages_import_on_python_3_14(built, built_mamba, tmp_path):
 def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
     """`ssm-conda-dev gpu-test` re-runs the built package's test section (rattler-build test), as on a GPU box.
 
-    Without a GPU only --allow-no-gpu runs: both stored tests of the package pass, and the kernel
+    Without a GPU only --allow-no-gpu runs: the stored tests of the package pass, and the kernel
     tests' log says they were skipped and why; without --allow-no-gpu it refuses before solving anything.
     """
     output, package, _log, _seconds = built
@@ -307,12 +307,12 @@ def test_gpu_test_reruns_the_package_tests(standin, built, tmp_path):
 
     result = subprocess.run([*command, "--allow-no-gpu"], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    # The package stores two tests: the import test (0) and recipe/causal-conv1d/tests (1); package_contents
-    # is checked at build time only.
+    # The package stores three tests: the import test on the oldest and the newest Python (0), abi3audit (1) and
+    # recipe/causal-conv1d/tests (2); package_contents is checked at build time only.
     logs = sorted((tmp_path / "logs").glob("*.log"))
-    assert [p.name.rsplit(".", 2)[1] for p in logs] == ["test0", "test1"], logs
-    assert "2 passed, 0 failed" in result.stdout, result.stdout
-    script_log = logs[1]
+    assert [p.name.rsplit(".", 2)[1] for p in logs] == ["test0", "test1", "test2"], logs
+    assert "3 passed, 0 failed" in result.stdout, result.stdout
+    script_log = logs[2]
     assert_gpu_tests_skipped_with_reason(script_log.read_text())
 
 
