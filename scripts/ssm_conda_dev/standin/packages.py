@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,10 @@ def cross_standins(debs: DebianPackages, crossenv: Wheel, target_python: TargetP
                 "build_python": sys.executable},  # runs debian_python.py
                 name="python", platform=target, undigested=("build_python",)),
         StandIn("python_abi", "python_abi.yaml", {"py_ver": py_ver}),
+        # cpython and python-gil of Debian's CPython (noarch, but pinned to its X.Y.Z): what an abi3 recipe's host needs
+        *(replace(standin, key=f"{standin.key}-aarch64", name=standin.conda_name)
+          for standin in abi3_standins(TargetPython(py_ver, debs.glibc_version, debs.python_version, target))
+          if standin.key in ("cpython", "python-gil")),
         StandIn("crossenv", "noarch_wheel.yaml", wheel_context(crossenv, "crossenv"),
                 run=conda_run_requirements(read_metadata(crossenv.path).requires,
                                            read_metadata(crossenv.path).requires_python, target_python)),

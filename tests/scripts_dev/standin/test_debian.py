@@ -39,7 +39,10 @@ def test_cross_standins_follow_conda_forge_boundaries(fake_cross_standins):
         "sysroot_linux-aarch64": "linux-64", "gcc_impl_linux-aarch64": "linux-64", "gcc_linux-aarch64": "linux-64",
         "gxx_linux-aarch64": "linux-64", "libgcc-aarch64": "linux-aarch64", "libstdcxx-aarch64": "linux-aarch64",
         "python-aarch64": "linux-aarch64", "python_abi": "linux-64", "crossenv": "linux-64",  # these two: noarch
+        "cpython-aarch64": "linux-64", "python-gil-aarch64": "linux-64",  # noarch too, of Debian's CPython
         "cross-python_linux-aarch64": "linux-64"}
+    assert [(standins[k].conda_name, standins[k].context["version"]) for k in ("cpython-aarch64", "python-gil-aarch64")] == [
+        ("cpython", standins["python-aarch64"].context["version"]), ("python-gil", standins["python-aarch64"].context["version"])]
     assert standins["gcc_linux-aarch64"].run_exports_strong == ["libgcc >=12"]
     assert standins["gxx_linux-aarch64"].run_exports_strong == ["libstdcxx >=12"]
     assert standins["gcc_linux-aarch64"].context["host"] == "aarch64-conda-linux-gnu"
