@@ -410,10 +410,10 @@ def build_string(package: Path) -> str:
 
 @pytest.mark.slow
 def test_conda_installs_the_channel(standin, built, built_mamba, conda, tmp_path):
-    """Real conda (26.7.1, the classic solver, the __cuda_arch plugin): mamba-ssm from the output channel
-    brings causal-conv1d of the same build; both import, `pip check` is clean; causal-conv1d installs into
-    an existing environment; the sm90 packages go to an H100 (9.0) only, never to an A6000 (8.6) or a
-    machine that reports no __cuda_arch."""
+    """Real conda (26.7.1, the classic solver, the __cuda_arch plugin): mamba-ssm from the output channel, in an
+    environment of the running Python (mamba-ssm needs 3.11 or later: transformers), brings causal-conv1d of the same
+    build; both import, `pip check` is clean; causal-conv1d installs into an existing environment of Python 3.10;
+    the sm90 packages go to an H100 (9.0) only, never to an A6000 (8.6) or a machine that reports no __cuda_arch."""
     output, cc_package = built[0], built[1]
     channels = ("--override-channels", "-c", output.as_uri(), "-c", standin.as_uri())
     env = tmp_path / "mamba"
@@ -431,7 +431,7 @@ def test_conda_installs_the_channel(standin, built, built_mamba, conda, tmp_path
     run(str(existing / "bin" / "python"), "-c", "import causal_conv1d_cuda, causal_conv1d", env=clean)
 
     for gpu in ("8.6", None):
-        answer = conda.json("create", "--dry-run", "-p", str(tmp_path / "refused"), *channels, f"python={PYTHON}",
+        answer = conda.json("create", "--dry-run", "-p", str(tmp_path / "refused"), *channels, f"python={RUNNING}",
                             "mamba-ssm", cuda=CUDA, cuda_arch=gpu)
         assert not linked(answer, "mamba-ssm", "causal-conv1d") and "__cuda_arch" in answer.get("message", ""), answer
 
@@ -471,7 +471,7 @@ def test_conda_with_the_rattler_solver_picks_what_the_classic_one_does(standin, 
     channels = ("--override-channels", "-c", built[0].as_uri(), "-c", standin.as_uri())
     for gpu, builds in (("9.0", {"mamba-ssm": build_string(cc_package), "causal-conv1d": build_string(cc_package)}),
                         ("8.6", {}), (None, {})):
-        answer = rattler.json("create", "--dry-run", "-p", str(tmp_path / "env"), *channels, f"python={PYTHON}",
+        answer = rattler.json("create", "--dry-run", "-p", str(tmp_path / "env"), *channels, f"python={RUNNING}",
                               "mamba-ssm", cuda=CUDA, cuda_arch=gpu)
         assert linked(answer, "mamba-ssm", "causal-conv1d") == builds, answer
         assert builds or "__cuda_arch" in answer.get("message", ""), answer
