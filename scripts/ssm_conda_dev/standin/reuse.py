@@ -18,6 +18,7 @@ from packaging.version import Version
 TARGET_PLATFORM = "linux-64"
 # Packages whose version is their Python's (X.Y or X.Y.Z): one per Python, noarch or not.
 PYTHON_VERSIONED = ("python", "python_abi", "python-abi3", "cpython", "python-gil")
+INTERPRETER_VERSIONED = ("cpython", "python-gil")  # noarch, pinned to one interpreter's X.Y.Z
 # py311 in a build string (py311h1234abc_0, cuda130_generic_py311_h...): built for CPython 3.11.
 PY_BUILD_TAG_RE = re.compile(r"(?:^|_)py(3)(\d+)(?=h|_|$)")
 
@@ -100,9 +101,11 @@ def channel_pythons(channel: Path) -> list[str]:
 
 def slot(package: Path) -> tuple[str, ...]:
     """What a newer build of a package replaces: its name in its subdir; for a noarch: python one (pyh...), that
-    version only: another version is another Python's (Requires-Python: networkx 3.4 for 3.10, 3.6 for 3.11 on)."""
+    version only: another version is another Python's (Requires-Python: networkx 3.4 for 3.10, 3.6 for 3.11 on);
+    likewise cpython and python-gil, one per interpreter (linux-64's 3.11.7 and linux-aarch64's Debian 3.11.2)."""
     name, version, build = package.name.removesuffix(".conda").rsplit("-", 2)
-    return (package.parent.name, name, version) if build.startswith("pyh") else (package.parent.name, name)
+    versioned = build.startswith("pyh") or name in INTERPRETER_VERSIONED
+    return (package.parent.name, name, version) if versioned else (package.parent.name, name)
 
 
 def prune_channel(channel: Path, keep: set[Path], py_ver: str, log: Callable[[str], None]) -> list[Path]:

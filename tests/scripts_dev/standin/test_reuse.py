@@ -123,6 +123,17 @@ def test_prune_keeps_the_noarch_versions_of_other_pythons(tmp_path):
     assert theirs.exists()
 
 
+def test_prune_keeps_the_cpython_of_another_interpreter(tmp_path):
+    """linux-aarch64's run builds cpython and python-gil 3.11.2 (Debian's CPython) beside linux-64's 3.11.7, both noarch
+    and of Python 3.11: the linux-64 environments of 3.11 still need 3.11.7; a rebuild of 3.11.2 replaces its own."""
+    for name in ("cpython", "python-gil"):
+        linux = write_conda(reuse.package_path(tmp_path, "noarch", name, "3.11.7", "h177f0da_0"))
+        old = write_conda(reuse.package_path(tmp_path, "noarch", name, "3.11.2", "hold_0"))
+        arm = write_conda(reuse.package_path(tmp_path, "noarch", name, "3.11.2", "h2fcef64_0"))
+        assert reuse.prune_channel(tmp_path, {arm}, "3.11", lambda _msg: None) == [old]
+        assert linux.exists()
+
+
 def test_prune_keeps_the_packages_of_other_platforms(tmp_path):
     """A linux-64 run and a linux-aarch64 run build libgcc each, into their own subdirs."""
     ours = write_conda(reuse.package_path(tmp_path, "linux-64", "libgcc", "12.2.0", "hnew_0"))
